@@ -1,0 +1,272 @@
+"""The tokeniser: merges in learned order plus special tokens; everything else is derived.
+
+Ids, by mode:
+- `naive` and `chunked`: ids 0..255 are the single bytes; merge k (0-based) gets id 256 + k.
+- `words`: ids 0..A-1 are the training text's distinct characters (the alphabet, sorted by code
+  point), id A is the end-of-word symbol `</w>`, merge k gets id A + 1 + k. Sorting the alphabet
+  by code point makes the tie rule (smallest (left_id, right_id)) deterministic and independent
+  of the order words were seen in.
+- Special tokens take the ids right after the last merge, in the order given, so they are always
+  the last ids of the vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Literal
+
+from bpe.encoder import encode_ids
+from bpe.patterns import split_chunks
+
+MODES = ("naive", "chunked", "words")
+Mode = Literal["naive", "chunked", "words"]
+END_OF_WORD = "</w>"
+UNKNOWN = "<unk>"
+# Chunks are cached as encoded; past this many distinct chunks the cache starts over, which
+# bounds memory on adversarial input while keeping the hit rate high on natural text.
+_CHUNK_CACHE_LIMIT = 200_000
+
+
+@dataclass
+class TrainingStats:
+    """How a tokeniser was trained, kept with it so pages can plot the compression curve."""
+
+    trainer: str
+    vocab_size: int  # as requested; the real vocabulary can be smaller if pairs ran out
+    min_frequency: int
+    initial_tokens: int  # tokens in the training data before any merge
+    merge_counts: list[int]  # merge k's pair count when it was learned
+    tokens_after: list[int]  # total tokens after merge k
+    seconds: float | None = None
+
+
+@dataclass(eq=False)
+class Tokenizer:
+    mode: Mode
+    merges: list[tuple[int, int, int]]  # (left_id, right_id, new_id) in learned order
+    special_tokens: dict[str, int] = field(default_factory=dict)  # token text -> id
+    pattern: str | None = None  # the split regex, chunked mode only
+    alphabet: list[str] | None = None  # words mode only: id -> character
+    training: TrainingStats | None = None
+
+    def __post_init__(self) -> None:
+        self._chunk_cache: dict[str, list[int]] = {}
+
+    # ----- sizes and ids -------------------------------------------------------------------
+    @property
+    def base_size(self) -> int:
+        """Ids below this are not merges: 256 bytes, or the alphabet plus `</w>`."""
+        if self.mode == "words":
+            return len(self.alphabet or []) + 1
+        return 256
+
+    @property
+    def end_of_word_id(self) -> int | None:
+        return len(self.alphabet or []) if self.mode == "words" else None
+
+    @property
+    def vocab_size(self) -> int:
+        return self.base_size + len(self.merges) + len(self.special_tokens)
+
+    @cached_property
+    def ranks(self) -> dict[tuple[int, int], int]:
+        """(left_id, right_id) -> new_id; the new id is also the merge's rank."""
+        return {(left, right): new for left, right, new in self.merges}
+
+    @cached_property
+    def _id_to_special(self) -> dict[int, str]:
+        return {i: s for s, i in self.special_tokens.items()}
+
+    @cached_property
+    def _char_to_id(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.alphabet or [])}
+
+    @cached_property
+    def vocab(self) -> dict[int, bytes]:
+        """id -> the bytes it stands for (special tokens: their UTF-8 text).
+
+        In words mode the bytes are the token's characters; `</w>` adds no bytes, use
+        `ends_word(id)` to know whether a token closes a word.
+        """
+        table: dict[int, bytes] = {}
+        if self.mode == "words":
+            for i, char in enumerate(self.alphabet or []):
+                table[i] = char.encode("utf-8")
+            table[self.base_size - 1] = b""
+        else:
+            for i in range(256):
+                table[i] = bytes([i])
+        for left, right, new in self.merges:
+            table[new] = table[left] + table[right]
+        for text, i in self.special_tokens.items():
+            table[i] = text.encode("utf-8")
+        return table
+
+    @cached_property
+    def _ends_word(self) -> frozenset[int]:
+        if self.mode != "words":
+            return frozenset()
+        ending = {self.base_size - 1}
+        for _, right, new in self.merges:
+            if right in ending:
+                ending.add(new)
+        return frozenset(ending)
+
+    def ends_word(self, token_id: int) -> bool:
+        """True for words-mode tokens that end with `</w>`."""
+        return token_id in self._ends_word
+
+    def token_bytes(self, token_id: int) -> bytes:
+        try:
+            return self.vocab[token_id]
+        except KeyError:
+            raise ValueError(
+                f"token id {token_id} is not in this vocabulary (ids run 0..{self.vocab_size - 1})"
+            ) from None
+
+    def id_to_token(self, token_id: int) -> str:
+        """A readable form of one token: specials as-is, `</w>` spelled out, bad UTF-8 replaced."""
+        if token_id in self._id_to_special:
+            return self._id_to_special[token_id]
+        text = self.token_bytes(token_id).decode("utf-8", errors="replace")
+        return text + END_OF_WORD if self.ends_word(token_id) else text
+
+    def token_to_id(self, token: str) -> int | None:
+        if token in self.special_tokens:
+            return self.special_tokens[token]
+        return self._token_index.get(token)
+
+    @cached_property
+    def _token_index(self) -> dict[str, int]:
+        index: dict[str, int] = {}
+        for token_id in range(self.base_size + len(self.merges)):
+            index.setdefault(self.id_to_token(token_id), token_id)
+        return index
+
+    # ----- encode ----------------------------------------------------------------------------
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Iterable[str] = (),
+    ) -> list[int]:
+        """Text -> ids. Special tokens are recognised only if allowed, otherwise they are text.
+
+        >>> tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
+        >>> tok.encode("abaaab")
+        [97, 98, 258]
+        """
+        allowed = self._allowed_specials(allowed_special)
+        if not allowed:
+            return self._encode_ordinary(text)
+        out: list[int] = []
+        for piece, special_id in _split_on_specials(text, allowed):
+            if special_id is None:
+                out.extend(self._encode_ordinary(piece))
+            else:
+                out.append(special_id)
+        return out
+
+    def _allowed_specials(self, allowed_special: Literal["all"] | Iterable[str]) -> dict[str, int]:
+        if allowed_special == "all":
+            return dict(self.special_tokens)
+        allowed: dict[str, int] = {}
+        for token in allowed_special:
+            if token not in self.special_tokens:
+                raise ValueError(f"{token!r} is not a special token of this tokeniser")
+            allowed[token] = self.special_tokens[token]
+        return allowed
+
+    def _encode_ordinary(self, text: str) -> list[int]:
+        if self.mode == "naive":
+            return encode_ids(list(text.encode("utf-8")), self.ranks)
+        if self.mode == "chunked":
+            out: list[int] = []
+            for chunk in split_chunks(text, self.pattern or ""):
+                out.extend(self._encode_chunk(chunk))
+            return out
+        return self._encode_words(text)
+
+    def encode_chunks(self, text: str) -> list[list[int]]:
+        """Chunked mode: the ids of each chunk separately (other modes: one list)."""
+        if self.mode != "chunked":
+            return [self._encode_ordinary(text)]
+        return [list(self._encode_chunk(chunk)) for chunk in split_chunks(text, self.pattern or "")]
+
+    def _encode_chunk(self, chunk: str) -> list[int]:
+        cached = self._chunk_cache.get(chunk)
+        if cached is None:
+            cached = encode_ids(list(chunk.encode("utf-8")), self.ranks)
+            if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
+                self._chunk_cache.clear()
+            self._chunk_cache[chunk] = cached
+        return cached
+
+    def _encode_words(self, text: str) -> list[int]:
+        unknown = self.special_tokens[UNKNOWN]
+        char_to_id = self._char_to_id
+        end = self.base_size - 1
+        out: list[int] = []
+        for word in text.split():
+            cached = self._chunk_cache.get(word)
+            if cached is None:
+                ids = [char_to_id.get(char, unknown) for char in word] + [end]
+                cached = encode_ids(ids, self.ranks)
+                if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
+                    self._chunk_cache.clear()
+                self._chunk_cache[word] = cached
+            out.extend(cached)
+        return out
+
+    # ----- decode ----------------------------------------------------------------------------
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The exact bytes of ids (words mode: each `</w>` becomes one space, see `decode`)."""
+        if self.mode == "words":
+            return self.decode(ids).encode("utf-8")
+        vocab = self.vocab
+        try:
+            return b"".join(vocab[i] for i in ids)
+        except KeyError as exc:
+            raise ValueError(
+                f"token id {exc.args[0]} is not in this vocabulary "
+                f"(ids run 0..{self.vocab_size - 1})"
+            ) from None
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids -> text; bytes that are not valid UTF-8 become U+FFFD.
+
+        Words mode is lossy on whitespace by design: each word comes back followed by one space
+        where its `</w>` was, the final space is dropped, so `"a  b\\n"` decodes as `"a b"`;
+        `<unk>` and other special tokens decode to their own text.
+        """
+        if self.mode != "words":
+            return self.decode_bytes(ids).decode("utf-8", errors="replace")
+        parts: list[str] = []
+        for token_id in ids:
+            if token_id in self._id_to_special:
+                parts.append(self._id_to_special[token_id])
+                continue
+            parts.append(self.token_bytes(token_id).decode("utf-8", errors="replace"))
+            if self.ends_word(token_id):
+                parts.append(" ")
+        text = "".join(parts)
+        return text[:-1] if text.endswith(" ") else text
+
+
+def _split_on_specials(text: str, allowed: Mapping[str, int]) -> list[tuple[str, int | None]]:
+    """Cut text around allowed special tokens, longest match first at each position."""
+    import regex
+
+    alternatives = "|".join(regex.escape(s) for s in sorted(allowed, key=len, reverse=True))
+    pieces: list[tuple[str, int | None]] = []
+    start = 0
+    for match in regex.finditer(alternatives, text):
+        if match.start() > start:
+            pieces.append((text[start : match.start()], None))
+        pieces.append((match.group(), allowed[match.group()]))
+        start = match.end()
+    if start < len(text):
+        pieces.append((text[start:], None))
+    return pieces

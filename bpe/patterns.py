@@ -1,0 +1,67 @@
+"""Split patterns for `chunked` training: the text is cut into chunks and no merge crosses one.
+
+The patterns are compiled with the third-party `regex` module, which knows Unicode property
+classes (`\\p{L}`) and possessive quantifiers that the standard `re` module lacks.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import regex
+
+# GPT-2's pattern (OpenAI's `r50k_base`).
+GPT2_PATTERN = (
+    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
+
+# GPT-4's pattern (OpenAI's `cl100k_base`), as given in seed 000.
+GPT4_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
+NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4_PATTERN, "gpt2": GPT2_PATTERN}  # name -> regex
+
+
+def resolve_pattern(name_or_regex: str) -> str:
+    """Return the regex for a pattern name (`gpt4`, `gpt2`) or check and return a custom regex.
+
+    >>> resolve_pattern("gpt2") == GPT2_PATTERN
+    True
+    """
+    if name_or_regex in NAMED_PATTERNS:
+        return NAMED_PATTERNS[name_or_regex]
+    if not name_or_regex:
+        raise ValueError("the split pattern is empty; give 'gpt4', 'gpt2' or a regex")
+    compile_pattern(name_or_regex)
+    return name_or_regex
+
+
+def pattern_name(pattern: str | None) -> str | None:
+    """The short name of a known pattern, `custom` for any other regex, None for no pattern."""
+    if pattern is None:
+        return None
+    for name, known in NAMED_PATTERNS.items():
+        if pattern == known:
+            return name
+    return "custom"
+
+
+@lru_cache(maxsize=32)
+def compile_pattern(pattern: str) -> regex.Pattern[str]:
+    """Compile a split regex, turning the module's error into a ValueError that says what to fix."""
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error as exc:
+        raise ValueError(f"the split pattern is not a valid regex: {exc}") from None
+    return compiled
+
+
+def split_chunks(text: str, pattern: str) -> list[str]:
+    """Cut text into chunks with the pattern; characters no alternative matches are dropped.
+
+    Dropping unmatched text is what tiktoken does too. Whole matches are taken (not groups), so a
+    custom pattern with capturing groups still yields whole chunks; empty matches are skipped.
+    """
+    return [m.group() for m in compile_pattern(pattern).finditer(text) if m.end() > m.start()]

@@ -1,0 +1,79 @@
+"""The reference trainer: the literal full-recount loop of seeds 000 and 001, kept as the oracle.
+
+Every merge recounts every pair from scratch, so it is slow (O(corpus) per merge) and obviously
+right. The efficient trainer must return exactly what this returns, record for record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
+
+
+def get_pair_counts(
+    sequences: Sequence[tuple[list[int], int]],
+) -> dict[tuple[int, int], int]:
+    """Count adjacent pairs, each sequence weighted by how often it occurs.
+
+    Overlaps count as seed 000 counts them: `a a a` holds the pair `(a, a)` twice.
+    """
+    counts: dict[tuple[int, int], int] = {}  # (left, right) -> weighted count
+    for ids, weight in sequences:
+        for pair in zip(ids, ids[1:]):
+            counts[pair] = counts.get(pair, 0) + weight
+    return counts
+
+
+def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Replace every occurrence of pair with new_id, scanning left to right (`a a a` -> `aa a`)."""
+    merged: list[int] = []
+    i = 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            merged.append(new_id)
+            i += 2
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
+def best_pair(counts: dict[tuple[int, int], int]) -> tuple[int, int]:
+    """The pair with the highest count; ties go to the smallest (left_id, right_id)."""
+    return min(counts, key=lambda pair: (-counts[pair], pair))
+
+
+def train_reference(
+    sequences: Sequence[tuple[Sequence[int], int]],
+    *,
+    first_id: int,
+    max_merges: int,
+    min_frequency: int = 1,
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+) -> list[MergeRecord]:
+    """Learn up to max_merges merges over weighted id sequences; new ids start at first_id.
+
+    Stops early when no pair is left or the best pair's count is below min_frequency. Raises
+    TrainingCancelled when should_stop() answers True (checked before every merge).
+    """
+    working = [(list(ids), weight) for ids, weight in sequences if weight > 0]
+    total = sum(len(ids) * weight for ids, weight in working)
+    records: list[MergeRecord] = []
+    for new_id in range(first_id, first_id + max_merges):
+        if should_stop is not None and should_stop():
+            raise TrainingCancelled(len(records))
+        counts = get_pair_counts(working)
+        if not counts:
+            break
+        pair = best_pair(counts)
+        count = counts[pair]
+        if count < min_frequency:
+            break
+        working = [(merge_pair(ids, pair, new_id), weight) for ids, weight in working]
+        total = sum(len(ids) * weight for ids, weight in working)
+        records.append(MergeRecord(pair[0], pair[1], new_id, count, total))
+        if progress is not None:
+            progress(Progress(len(records), max_merges, pair, count, total))
+    return records

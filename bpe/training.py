@@ -1,0 +1,156 @@
+"""`train()`: turn text into the weighted id sequences a mode calls for, then run a trainer.
+
+Each mode only decides what the sequences are; the trainers never know which mode they serve:
+- `naive`: the whole text's UTF-8 bytes, one sequence, weight 1 (merges may cross anything);
+- `chunked`: each distinct chunk of the split pattern, weighted by how often it occurs;
+- `words`: each distinct whitespace-separated word as characters plus `</w>`, weighted likewise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
+from bpe.patterns import compile_pattern, resolve_pattern
+from bpe.reference import train_reference
+from bpe.training_types import MergeRecord, ProgressFn, StopFn
+
+TRAINERS = ("reference", "efficient")
+DEFAULT_TRAINER = "efficient"
+
+
+def train(
+    text: str,
+    *,
+    vocab_size: int,
+    mode: str = "chunked",
+    pattern: str = "gpt4",
+    trainer: str = DEFAULT_TRAINER,
+    special_tokens: Sequence[str] = (),
+    min_frequency: int = 1,
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+) -> Tokenizer:
+    """Train a tokeniser on text.
+
+    vocab_size counts everything: the base ids (256 bytes, or in words mode the alphabet and
+    `</w>`), the merges and the special tokens. Training stops early when no pair is left or
+    the best pair occurs fewer than min_frequency times. `pattern` (a name, `gpt4` or `gpt2`,
+    or a regex) is used in chunked mode only. Raises TrainingCancelled if should_stop() says so.
+
+    >>> tok = train("aaabdaaabac", vocab_size=259, mode="naive", trainer="reference")
+    >>> tok.merges
+    [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
+    """
+    started = time.perf_counter()
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if trainer not in TRAINERS:
+        raise ValueError(f"unknown trainer {trainer!r}; choose one of {', '.join(TRAINERS)}")
+    if min_frequency < 1:
+        raise ValueError("min_frequency must be at least 1")
+    specials = _check_specials(special_tokens, mode)
+    split_regex = resolve_pattern(pattern) if mode == "chunked" else None
+
+    alphabet: list[str] | None = None
+    if mode == "naive":
+        sequences: list[tuple[list[int], int]] = [(list(text.encode("utf-8")), 1)]
+    elif mode == "chunked":
+        sequences = chunk_sequences(text, split_regex or "")
+    else:
+        alphabet, sequences = word_sequences(text)
+    base = 256 if alphabet is None else len(alphabet) + 1
+    max_merges = vocab_size - base - len(specials)
+    if max_merges < 0:
+        raise ValueError(
+            f"vocab_size must be at least {base + len(specials)} here: {base} base ids"
+            f" + {len(specials)} special tokens"
+        )
+    records = run_trainer(
+        trainer,
+        sequences,
+        first_id=base,
+        max_merges=max_merges,
+        min_frequency=min_frequency,
+        progress=progress,
+        should_stop=should_stop,
+    )
+    merges = [(r.left, r.right, r.new_id) for r in records]
+    next_id = base + len(merges)
+    stats = TrainingStats(
+        trainer=trainer,
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        initial_tokens=sum(len(ids) * weight for ids, weight in sequences),
+        merge_counts=[r.count for r in records],
+        tokens_after=[r.tokens_after for r in records],
+    )
+    tok = Tokenizer(
+        mode=mode,  # type: ignore[arg-type]
+        merges=merges,
+        special_tokens={s: next_id + i for i, s in enumerate(specials)},
+        pattern=split_regex,
+        alphabet=alphabet,
+        training=stats,
+    )
+    stats.seconds = time.perf_counter() - started
+    return tok
+
+
+def run_trainer(
+    trainer: str,
+    sequences: Sequence[tuple[Sequence[int], int]],
+    *,
+    first_id: int,
+    max_merges: int,
+    min_frequency: int = 1,
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+) -> list[MergeRecord]:
+    """Dispatch to a trainer engine by name; both take and return the same shapes."""
+    if trainer == "reference":
+        engine = train_reference
+    else:
+        from bpe.efficient import train_efficient as engine
+    return engine(
+        sequences,
+        first_id=first_id,
+        max_merges=max_merges,
+        min_frequency=min_frequency,
+        progress=progress,
+        should_stop=should_stop,
+    )
+
+
+def chunk_sequences(text: str, pattern: str) -> list[tuple[list[int], int]]:
+    """Distinct chunks as byte-id lists, each with how often it occurs (first-seen order)."""
+    counts = Counter(m.group() for m in compile_pattern(pattern).finditer(text))
+    return [(list(chunk.encode("utf-8")), n) for chunk, n in counts.items() if chunk]
+
+
+def word_sequences(text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
+    """The alphabet (sorted by code point) and each distinct word as char ids plus `</w>`."""
+    counts = Counter(text.split())
+    alphabet = sorted({char for word in counts for char in word})
+    char_to_id = {c: i for i, c in enumerate(alphabet)}
+    end = len(alphabet)
+    sequences = [([char_to_id[c] for c in word] + [end], n) for word, n in counts.items()]
+    return alphabet, sequences
+
+
+def _check_specials(special_tokens: Iterable[str], mode: str) -> list[str]:
+    specials: list[str] = []
+    for token in special_tokens:
+        if not isinstance(token, str) or not token:
+            raise ValueError("special tokens must be non-empty strings")
+        if token in specials:
+            raise ValueError(f"special token {token!r} is given twice")
+        if mode == "words" and token == END_OF_WORD:
+            raise ValueError(f"{END_OF_WORD!r} is the end-of-word symbol in words mode")
+        specials.append(token)
+    # Words mode maps characters it never saw in training to <unk>, so it always has one.
+    if mode == "words" and UNKNOWN not in specials:
+        specials.insert(0, UNKNOWN)
+    return specials

@@ -1,0 +1,41 @@
+"""What every trainer takes and gives back: the records of a run and its link to the outside.
+
+A trainer's only contact with the world is a progress callback and a stop check, so the same
+engine runs in a test, on the command line and in a web job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class MergeRecord(NamedTuple):
+    """One learned merge: (left, right) -> new_id, with the pair's count when it was learned and
+    the total number of tokens in the training data right after it was applied."""
+
+    left: int
+    right: int
+    new_id: int
+    count: int
+    tokens_after: int
+
+
+class Progress(NamedTuple):
+    merges_done: int
+    merges_target: int
+    pair: tuple[int, int] | None  # the pair merged last, None before the first merge
+    count: int  # that pair's count
+    total_tokens: int  # tokens in the training data after the last merge
+
+
+ProgressFn = Callable[[Progress], None]
+StopFn = Callable[[], bool]
+
+
+class TrainingCancelled(Exception):
+    """Raised by a trainer when its stop check answered True; no partial result is returned."""
+
+    def __init__(self, merges_done: int) -> None:
+        super().__init__(f"training cancelled after {merges_done} merges")
+        self.merges_done = merges_done
