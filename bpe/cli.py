@@ -1,0 +1,226 @@
+"""The `bpe` command line: train, encode, decode, export and inspect tokenisers.
+
+Every failure a user can cause (a bad argument, an unreadable file, a corrupt tokeniser)
+ends with one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bpe.formats import TokenizerFileError, load, save
+from bpe.model import MODES, Tokenizer
+from bpe.training import DEFAULT_TRAINER, TRAINERS, train
+from bpe.training_types import Progress
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class CommandError(Exception):
+    """A problem to report as one line on stderr."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except CommandError as exc:
+        print(f"bpe: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except (TokenizerFileError, ValueError) as exc:
+        print(f"bpe: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("bpe: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`bpe encode ... | head`): not an error worth a traceback.
+        sys.stderr.close()
+        return EXIT_FAILURE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bpe", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("train", help="train a tokeniser on text files")
+    p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files ('-' for stdin)")
+    p.add_argument("--vocab-size", type=int, required=True, help="total ids, specials included")
+    p.add_argument("--mode", choices=MODES, default="chunked")
+    p.add_argument(
+        "--pattern", default="gpt4", help="chunked mode split: gpt4, gpt2 or a regex"
+    )
+    p.add_argument("--trainer", choices=TRAINERS, default=DEFAULT_TRAINER)
+    p.add_argument("--special", action="append", default=[], metavar="TOKEN")
+    p.add_argument("--min-frequency", type=int, default=1)
+    p.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(run=run_train)
+
+    p = commands.add_parser("encode", help="print one line of ids per input")
+    p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
+    p.add_argument("files", nargs="*", metavar="FILE", help="inputs; none or '-' reads stdin")
+    p.add_argument(
+        "--allow-special", action="store_true", help="recognise special tokens in the text"
+    )
+    p.set_defaults(run=run_encode)
+
+    p = commands.add_parser("decode", help="print the text of ids")
+    p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
+    p.add_argument("ids", nargs="*", metavar="ID", help="ids; none or '-' reads them from stdin")
+    p.set_defaults(run=run_decode)
+
+    p = commands.add_parser("export", help="write a HuggingFace or tiktoken file")
+    p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
+    p.add_argument("--format", choices=("hf", "tiktoken"), required=True)
+    p.add_argument("-o", "--output", required=True, metavar="OUT")
+    p.set_defaults(run=run_export)
+
+    p = commands.add_parser("info", help="mode, pattern, vocab size, special tokens, top merges")
+    p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
+    p.add_argument("--merges", type=int, default=10, help="how many first merges to list")
+    p.set_defaults(run=run_info)
+    return parser
+
+
+def read_text(name: str) -> str:
+    """A UTF-8 input file, or stdin for '-'; a one-line error for anything unreadable."""
+    try:
+        raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as exc:
+        raise CommandError(f"cannot read {name}: {exc.strerror}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{name} is not UTF-8 (first bad byte at offset {exc.start})") from None
+
+
+def run_train(args: argparse.Namespace) -> int:
+    text = "".join(read_text(name) for name in args.files)
+    reporter = _ProgressPrinter(enabled=not args.quiet)
+    tok = train(
+        text,
+        vocab_size=args.vocab_size,
+        mode=args.mode,
+        pattern=args.pattern,
+        trainer=args.trainer,
+        special_tokens=args.special,
+        min_frequency=args.min_frequency,
+        progress=reporter,
+    )
+    reporter.finish(tok)
+    _write(args.output, lambda path: save(tok, path))
+    return 0
+
+
+class _ProgressPrinter:
+    """Prints training progress to stderr at most a few times a second."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr is not None
+        self.last = 0.0
+
+    def __call__(self, p: Progress) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < 0.25:
+            return
+        self.last = now
+        print(
+            f"\rmerges {p.merges_done}/{p.merges_target}  count {p.count}  tokens {p.total_tokens}",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def finish(self, tok: Tokenizer) -> None:
+        if not self.enabled:
+            return
+        stats = tok.training
+        seconds = f" in {stats.seconds:.2f}s" if stats and stats.seconds is not None else ""
+        print(
+            f"\rlearned {len(tok.merges)} merges{seconds}; vocab size {tok.vocab_size}",
+            file=sys.stderr,
+        )
+
+
+def _load(path: str) -> Tokenizer:
+    return load(path)
+
+
+def _write(path: str, writer) -> None:
+    try:
+        writer(path)
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def run_encode(args: argparse.Namespace) -> int:
+    tok = _load(args.tokenizer)
+    allowed = "all" if args.allow_special else ()
+    for name in args.files or ["-"]:
+        ids = tok.encode(read_text(name), allowed_special=allowed)
+        sys.stdout.write(" ".join(map(str, ids)) + "\n")
+    return 0
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    tok = _load(args.tokenizer)
+    words = args.ids if args.ids and args.ids != ["-"] else sys.stdin.read().split()
+    try:
+        ids = [int(word) for word in words]
+    except ValueError:
+        bad = next(w for w in words if not w.lstrip("-").isdigit())
+        raise CommandError(f"{bad!r} is not a token id (ids are whole numbers)") from None
+    sys.stdout.write(tok.decode(ids))
+    if sys.stdout.isatty():
+        sys.stdout.write("\n")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    tok = _load(args.tokenizer)
+    if args.format == "hf":
+        from bpe.export_hf import to_hf_json
+
+        content = to_hf_json(tok)
+        _write(args.output, lambda path: Path(path).write_text(content, encoding="utf-8"))
+    else:
+        from bpe.export_tiktoken import write_tiktoken
+
+        _write(args.output, lambda path: write_tiktoken(tok, path))
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    tok = _load(args.tokenizer)
+    lines = [
+        f"mode: {tok.mode}",
+        f"pattern: {tok.pattern if tok.pattern is not None else '-'}",
+        f"vocab size: {tok.vocab_size} ({tok.base_size} base, {len(tok.merges)} merges,"
+        f" {len(tok.special_tokens)} special)",
+        "special tokens: "
+        + (", ".join(f"{s!r}={i}" for s, i in tok.special_tokens.items()) or "-"),
+    ]
+    if tok.training is not None:
+        t = tok.training
+        final = t.tokens_after[-1] if t.tokens_after else t.initial_tokens
+        lines.append(
+            f"trained: {t.trainer} trainer, min frequency {t.min_frequency},"
+            f" {t.initial_tokens} -> {final} tokens on its corpus"
+        )
+    lines.append(f"first {min(args.merges, len(tok.merges))} merges:")
+    counts = tok.training.merge_counts if tok.training is not None else None
+    for rank, (left, right, new) in enumerate(tok.merges[: args.merges]):
+        count = f"  count {counts[rank]}" if counts else ""
+        lines.append(
+            f"  {rank:>5}  {tok.id_to_token(left)!r} + {tok.id_to_token(right)!r}"
+            f" -> {new} {tok.id_to_token(new)!r}{count}"
+        )
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,111 @@
+"""The `bpe` command line, run as a user runs it: a subprocess, exit codes and stderr."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+TEXT = "the cat sat on the mat\nthe cat ate the rat\n"
+
+
+def bpe_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bpe", *args], input=stdin, capture_output=True, text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def tok_path(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "tok.json"
+    result = bpe_cli("train", str(corpus), "--vocab-size", "268", "--trainer", "reference",
+                     "--special", "<eot>", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "learned" in result.stderr
+    return out
+
+
+def test_train_writes_the_documented_file(tok_path):
+    data = json.loads(tok_path.read_text())
+    assert data["mode"] == "chunked"
+    assert data["special_tokens"] == {"<eot>": 267}
+
+
+def test_encode_decode_round_trip(tok_path, tmp_path):
+    doc = tmp_path / "doc.txt"
+    doc.write_text("the rat sat", encoding="utf-8")
+    encoded = bpe_cli("encode", "-t", str(tok_path), str(doc), str(doc))
+    assert encoded.returncode == 0, encoded.stderr
+    lines = encoded.stdout.splitlines()
+    assert len(lines) == 2 and lines[0] == lines[1]
+    decoded = bpe_cli("decode", "-t", str(tok_path), *lines[0].split())
+    assert decoded.stdout == "the rat sat"
+    piped = bpe_cli("decode", "-t", str(tok_path), "-", stdin=lines[0])
+    assert piped.stdout == "the rat sat"
+    from_stdin = bpe_cli("encode", "-t", str(tok_path), stdin="the rat sat")
+    assert from_stdin.stdout.strip() == lines[0]
+
+
+def test_encode_allows_special_tokens_on_request(tok_path):
+    plain = bpe_cli("encode", "-t", str(tok_path), stdin="cat<eot>")
+    allowed = bpe_cli("encode", "-t", str(tok_path), "--allow-special", stdin="cat<eot>")
+    assert "267" not in plain.stdout.split()
+    assert allowed.stdout.split()[-1] == "267"
+
+
+def test_info_lists_mode_specials_and_merges(tok_path):
+    result = bpe_cli("info", "-t", str(tok_path), "--merges", "3")
+    assert result.returncode == 0
+    assert "mode: chunked" in result.stdout
+    assert "'<eot>'=267" in result.stdout
+    assert "first 3 merges:" in result.stdout
+
+
+def test_all_modes_and_trainers_are_selectable(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    for mode, size in (("naive", "270"), ("words", "40")):
+        out = tmp_path / f"{mode}.json"
+        result = bpe_cli("train", str(corpus), "--mode", mode, "--vocab-size", size,
+                         "--trainer", "reference", "-q", "-o", str(out))
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        assert json.loads(out.read_text())["mode"] == mode
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("train", "MISSING.txt", "--vocab-size", "300", "-o", "x.json"), "cannot read"),
+        (("train", "CORPUS", "--vocab-size", "10", "-o", "x.json"), "vocab_size must be at least"),
+        (("train", "CORPUS", "--vocab-size", "300", "--pattern", "(", "-o", "x.json"),
+         "not a valid regex"),
+        (("train", "BADUTF8", "--vocab-size", "300", "-o", "x.json"), "not UTF-8"),
+        (("decode", "-t", "TOK", "12", "x"), "not a token id"),
+        (("decode", "-t", "TOK", "99999"), "not in this vocabulary"),
+        (("info", "-t", "CORPUS"), "not valid JSON"),
+        (("info", "-t", "MISSING.json"), "cannot read"),
+    ],
+)
+def test_bad_input_exits_nonzero_with_one_line(tok_path, tmp_path, args, message):
+    corpus = tmp_path / "corpus.txt"
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok \xff\xfe")
+    names = {"CORPUS": str(corpus), "BADUTF8": str(bad), "TOK": str(tok_path)}
+    argv = [names.get(a, a if a != "x.json" else str(tmp_path / "x.json")) for a in args]
+    result = bpe_cli(*argv)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_option_is_a_usage_error():
+    result = bpe_cli("train", "--vocab-size")
+    assert result.returncode == 2
+    assert "usage:" in result.stderr
