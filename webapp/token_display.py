@@ -1,0 +1,376 @@
+"""Token bytes -> pieces that are safe and honest to show in HTML.
+
+Everything the pages show of a token goes through here, so one module decides what a reader
+sees for bytes that are not plain text:
+- control, format and bidi characters (NUL, U+202E, zero-width joiners, ...) and unusual
+  spaces become visible escapes (`U+202E`), never the raw character;
+- space, tab and newline are shown as `·`, `→`, `↵` when whitespace is made visible;
+- bytes that are not valid UTF-8 on their own follow one of three rules (`INVALID_RULES`):
+  `group` joins neighbouring tokens until the characters are whole (a single token on its own
+  falls back to hex), `hex` shows the raw bytes, `replace` shows U+FFFD;
+- a words-mode token that ends a word gets a separate `</w>` marker piece.
+
+The functions return plain data (`Piece`, `TokenView`, `Counts`); the `_tokens.html` partial
+turns it into spans, and Jinja's autoescaping covers `<`, `&` and quotes. Nothing here imports
+Flask, so it is tested on its own.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+InvalidRule = Literal["group", "hex", "replace"]
+INVALID_RULES: tuple[InvalidRule, ...] = ("group", "hex", "replace")
+PALETTE_SIZE = 6  # colour classes c0..c5 in app.css (Paul Tol's "light" scheme)
+TIP_HEX_LIMIT = 24  # bytes of hex shown in a tooltip before it is cut with "…"
+
+# Characters that draw nothing, or reorder or join their neighbours: always escaped.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+# Letters and marks that render as blank space; used to spoof identifiers, so escape them too.
+_INVISIBLE = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0})
+_CONTROL_NAMES = {
+    0x00: "NULL",
+    0x07: "BELL",
+    0x08: "BACKSPACE",
+    0x0B: "LINE TABULATION",
+    0x0C: "FORM FEED",
+    0x0D: "CARRIAGE RETURN",
+    0x1B: "ESCAPE",
+    0x7F: "DELETE",
+    0x85: "NEXT LINE",
+}
+_VISIBLE_WHITESPACE = {" ": ("space", "·"), "\t": ("tab", "→"), "\n": ("newline", "↵")}
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of one kind: `text`, `space`, `tab`, `newline`, `escape`, `hex`, `replacement`,
+    `base` (a dotted circle carrying a leading combining mark) or `eow` (`</w>`).
+
+    `text` never holds a control, format or bidi character; `title` explains escapes.
+    """
+
+    kind: str
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """What the display needs to know of one token, from a Tokenizer or a vocab row."""
+
+    token_id: int
+    data: bytes
+    rank: int | None = None  # 0-based merge rank; None for base ids and special tokens
+    special: bool = False
+    ends_word: bool = False  # words mode: the token closes a word (`</w>`)
+    base_kind: str = "byte"  # what a non-merge, non-special id is: "byte" or "character"
+
+
+@dataclass(frozen=True)
+class TokenView:
+    """One coloured span: usually one token, several when `group` joins a split character."""
+
+    ids: tuple[int, ...]
+    pieces: tuple[Piece, ...]
+    tip: str  # id, rank and hex bytes, shown on hover and keyboard focus
+    label: str  # the same for screen readers, with the visible text first
+    hex: str
+    special: bool
+    partial: bool  # the bytes are not valid UTF-8 on their own
+    colour: int  # 0..PALETTE_SIZE-1
+
+
+@dataclass(frozen=True)
+class Counts:
+    bytes: int
+    characters: int
+    tokens: int
+
+    @property
+    def bytes_per_token(self) -> float | None:
+        return self.bytes / self.tokens if self.tokens else None
+
+
+# ----- bytes -> characters ---------------------------------------------------------------------
+def utf8_spans(data: bytes) -> Iterator[tuple[int, int, bool]]:
+    """(start, end, valid) for each whole character, or each single byte that is not one.
+
+    >>> list(utf8_spans("a€".encode() + b"\\xe4"))
+    [(0, 1, True), (1, 4, True), (4, 5, False)]
+    """
+    i, n = 0, len(data)
+    while i < n:
+        lead = data[i]
+        if lead < 0x80:
+            yield i, i + 1, True
+            i += 1
+            continue
+        length = 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4
+        if lead <= 0xF4 and length <= n - i and _decodes(data[i : i + length]):
+            yield i, i + length, True
+            i += length
+        else:
+            yield i, i + 1, False
+            i += 1
+
+
+def _decodes(chunk: bytes) -> bool:
+    # The codec rejects overlong forms, surrogates and code points past U+10FFFF for us.
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def is_valid_utf8(data: bytes) -> bool:
+    return _decodes(data)
+
+
+def hex_bytes(data: bytes, *, limit: int | None = None) -> str:
+    """Bytes as spaced upper-case hex, cut after `limit` bytes with "…".
+
+    >>> hex_bytes(b" th")
+    '20 74 68'
+    """
+    shown = data if limit is None else data[:limit]
+    text = " ".join(f"{b:02X}" for b in shown)
+    return text + " …" if limit is not None and len(data) > limit else text
+
+
+# ----- characters -> pieces ----------------------------------------------------------------------
+def char_name(char: str) -> str:
+    point = ord(char)
+    name = unicodedata.name(char, "") or _CONTROL_NAMES.get(point, "")
+    if not name:
+        category = unicodedata.category(char)
+        name = {"Cc": "control character", "Co": "private use", "Cn": "unassigned"}.get(
+            category, "invisible character"
+        )
+    return f"U+{point:04X} {name}"
+
+
+def needs_escape(char: str) -> bool:
+    """True for characters shown as `U+XXXX`: controls, format and bidi characters, unusual
+    spaces, line and paragraph separators, private use, unassigned and invisible letters."""
+    if char in _VISIBLE_WHITESPACE:
+        return False
+    return unicodedata.category(char) in _ESCAPED_CATEGORIES or ord(char) in _INVISIBLE
+
+
+def text_pieces(text: str, *, whitespace: bool = False) -> list[Piece]:
+    """Valid text -> pieces, escaping what must never be raw.
+
+    >>> [(p.kind, p.text) for p in text_pieces("a\\u202eb c", whitespace=True)]
+    [('text', 'a'), ('escape', 'U+202E'), ('text', 'b'), ('space', '·'), ('text', 'c')]
+    """
+    pieces: list[Piece] = []
+    plain: list[str] = []
+
+    def flush() -> None:
+        if plain:
+            pieces.append(Piece("text", "".join(plain)))
+            plain.clear()
+
+    for char in text:
+        if whitespace and char in _VISIBLE_WHITESPACE:
+            kind, visible = _VISIBLE_WHITESPACE[char]
+            flush()
+            pieces.append(Piece(kind, visible))
+        elif needs_escape(char):
+            flush()
+            pieces.append(Piece("escape", f"U+{ord(char):04X}", char_name(char)))
+        else:
+            plain.append(char)
+    flush()
+    return _give_leading_mark_a_base(pieces)
+
+
+def _give_leading_mark_a_base(pieces: list[Piece]) -> list[Piece]:
+    # A token that starts with a combining mark would draw it on the previous token's last
+    # letter, across the visible boundary; a dotted circle gives it its own base, as Unicode
+    # charts do.
+    if pieces and pieces[0].kind == "text" and unicodedata.category(pieces[0].text[0])[0] == "M":
+        return [
+            Piece("base", "◌", "dotted circle: the token starts with a combining mark")
+        ] + pieces
+    return pieces
+
+
+def byte_pieces(
+    data: bytes, *, invalid: InvalidRule = "hex", whitespace: bool = False
+) -> list[Piece]:
+    """Token bytes -> pieces. Whole characters become text; bytes that are not part of a whole
+    character become one hex piece per run (`hex`, and `group` for a lone token) or U+FFFD
+    (`replace`, one per maximal invalid subpart, as every UTF-8 decoder does).
+
+    >>> [(p.kind, p.text) for p in byte_pieces(b"\\xe4\\xb8 x")]
+    [('hex', 'E4 B8'), ('text', ' x')]
+    >>> [(p.kind, p.text) for p in byte_pieces(b"\\xe4\\xb8 x", invalid="replace")]
+    [('replacement', '�'), ('text', ' x')]
+    """
+    if invalid not in INVALID_RULES:
+        raise ValueError(f"unknown rule {invalid!r} for partial UTF-8; use one of {INVALID_RULES}")
+    pieces: list[Piece] = []
+    valid_start = None
+    invalid_start = None
+    for start, end, valid in utf8_spans(data):
+        if valid:
+            if invalid_start is not None:
+                pieces.append(_invalid_piece(data[invalid_start:start], invalid))
+                invalid_start = None
+            if valid_start is None:
+                valid_start = start
+        else:
+            if valid_start is not None:
+                pieces.extend(text_pieces(data[valid_start:start].decode(), whitespace=whitespace))
+                valid_start = None
+            if invalid_start is None:
+                invalid_start = start
+    if valid_start is not None:
+        pieces.extend(text_pieces(data[valid_start:].decode(), whitespace=whitespace))
+    if invalid_start is not None:
+        pieces.append(_invalid_piece(data[invalid_start:], invalid))
+    return pieces
+
+
+def _invalid_piece(run: bytes, rule: InvalidRule) -> Piece:
+    title = (
+        "1 byte that is not" if len(run) == 1 else f"{len(run)} bytes that are not"
+    ) + " a whole UTF-8 character"
+    if rule == "replace":
+        return Piece("replacement", run.decode("utf-8", errors="replace"), title)
+    return Piece("hex", hex_bytes(run), title)
+
+
+# ----- tokens -> views --------------------------------------------------------------------------
+def describe(info: TokenInfo) -> str:
+    """The tooltip line: id, what the token is, its bytes in hex.
+
+    >>> describe(TokenInfo(300, b" the", rank=44))
+    'id 300 · rank 44 · 4 bytes: 20 74 68 65'
+    """
+    if info.special:
+        what = "special token"
+    elif info.rank is None:
+        what = f"base {info.base_kind}"
+    else:
+        what = f"rank {info.rank}"
+    size = len(info.data)
+    tail = f"{size} byte{'s' if size != 1 else ''}"
+    if size:
+        tail += ": " + hex_bytes(info.data, limit=TIP_HEX_LIMIT)
+    if info.ends_word:
+        tail += " + </w>"
+    return f"id {info.token_id} · {what} · {tail}"
+
+
+def token_view(
+    info: TokenInfo,
+    *,
+    invalid: InvalidRule = "hex",
+    whitespace: bool = False,
+    colour: int = 0,
+) -> TokenView:
+    """One token on its own (vocabulary rows, merges, the merge tree)."""
+    return _view([info], invalid=invalid, whitespace=whitespace, colour=colour)
+
+
+def token_views(
+    infos: Sequence[TokenInfo],
+    *,
+    invalid: InvalidRule = "group",
+    whitespace: bool = False,
+) -> list[TokenView]:
+    """A sequence of tokens, as in encoded text; `group` joins tokens that split a character."""
+    groups = split_character_groups(infos) if invalid == "group" else [[i] for i in infos]
+    return [
+        _view(group, invalid=invalid, whitespace=whitespace, colour=n % PALETTE_SIZE)
+        for n, group in enumerate(groups)
+    ]
+
+
+def split_character_groups(infos: Sequence[TokenInfo]) -> list[list[TokenInfo]]:
+    """Runs of tokens whose boundaries fall inside a character, so the run shows whole ones.
+
+    >>> [[i.token_id for i in g] for g in split_character_groups(
+    ...     [TokenInfo(1, b"a\\xe4"), TokenInfo(2, b"\\xb8"), TokenInfo(3, b"\\xad"), TokenInfo(4, b"b")])]
+    [[1, 2, 3], [4]]
+    """
+    data = b"".join(info.data for info in infos)
+    inside: set[int] = set()  # byte offsets strictly inside a valid multi-byte character
+    for start, end, valid in utf8_spans(data):
+        if valid and end - start > 1:
+            inside.update(range(start + 1, end))
+    groups: list[list[TokenInfo]] = []
+    offset = 0
+    for info in infos:
+        if groups and offset in inside:
+            groups[-1].append(info)
+        else:
+            groups.append([info])
+        offset += len(info.data)
+    return groups
+
+
+def _view(
+    group: Sequence[TokenInfo], *, invalid: InvalidRule, whitespace: bool, colour: int
+) -> TokenView:
+    data = b"".join(info.data for info in group)
+    pieces = byte_pieces(data, invalid=invalid, whitespace=whitespace)
+    if group[-1].ends_word:
+        pieces.append(Piece("eow", "</w>", "end of word"))
+    if len(group) == 1:
+        tip = describe(group[0])
+    else:
+        tip = f"{len(group)} tokens joined to show whole characters: " + "; ".join(
+            describe(info) for info in group
+        )
+    visible = "".join(p.text for p in pieces) or "(empty)"
+    return TokenView(
+        ids=tuple(info.token_id for info in group),
+        pieces=tuple(pieces),
+        tip=tip,
+        label=f"{visible}, {tip}",
+        hex=hex_bytes(data),
+        special=any(info.special for info in group),
+        partial=not is_valid_utf8(data),
+        colour=colour % PALETTE_SIZE,
+    )
+
+
+# ----- from a Tokenizer -------------------------------------------------------------------------
+def token_infos(tok, ids: Iterable[int]) -> list[TokenInfo]:  # tok: bpe.Tokenizer
+    """TokenInfo for ids of a bpe.Tokenizer; raises ValueError for an id not in it."""
+    specials = set(tok.special_tokens.values())
+    base_kind = "character" if tok.mode == "words" else "byte"
+    merge_end = tok.base_size + len(tok.merges)
+    out = []
+    for token_id in ids:
+        data = tok.token_bytes(token_id)
+        rank = token_id - tok.base_size if tok.base_size <= token_id < merge_end else None
+        out.append(
+            TokenInfo(
+                token_id,
+                data,
+                rank=rank,
+                special=token_id in specials,
+                ends_word=tok.ends_word(token_id),
+                base_kind=base_kind,
+            )
+        )
+    return out
+
+
+def counts(text: str, ids: Sequence[int]) -> Counts:
+    """The four numbers shown under encoded text.
+
+    >>> c = counts("héllo", [1, 2])
+    >>> (c.bytes, c.characters, c.tokens, c.bytes_per_token)
+    (6, 5, 2, 3.0)
+    """
+    return Counts(bytes=len(text.encode("utf-8")), characters=len(text), tokens=len(ids))
