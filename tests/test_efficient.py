@@ -1,0 +1,188 @@
+"""The efficient trainer returns exactly what the reference returns, and stays reachable.
+
+Exactness is checked at two levels: the engine on weighted id sequences, and `bpe.train` in all
+three modes (merges, pair counts and per-merge token totals), on hypothesis texts built to hit
+the hard cases and on slices of the real corpora when they are present.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bpe
+import bpe.efficient
+from bpe.efficient import train_efficient
+from bpe.reference import train_reference
+from tests.strategies import HARD_PIECES, TEXTS
+
+MODES = ["naive", "chunked", "words"]
+REPO = Path(__file__).resolve().parent.parent
+CORPORA_DIR = Path(os.environ.get("BPE_CORPORA_DIR", REPO / "corpora-data"))
+CORPORA = ["english_small.txt", "english_large.txt", "chinese_modern.txt", "code.txt"]
+SLICE_BYTES = 50_000
+
+# Long runs and alternations stress the overlap rules harder than TEXTS alone.
+RUNS = st.lists(
+    st.one_of(
+        HARD_PIECES,
+        st.sampled_from(["a", "b", " ", "中", "😀"]).flatmap(
+            lambda piece: st.integers(2, 30).map(lambda n: piece * n)
+        ),
+        st.sampled_from(["ab", "aab", "aba", "中文"]).flatmap(
+            lambda piece: st.integers(2, 12).map(lambda n: piece * n)
+        ),
+    ),
+    max_size=20,
+).map("".join)
+
+
+def base_size(text: str, mode: str) -> int:
+    """Ids before the first merge, plus `<unk>` in words mode."""
+    return len(set("".join(text.split()))) + 2 if mode == "words" else 256
+
+
+def assert_same_training(text: str, mode: str, merges: int, min_frequency: int = 1) -> None:
+    settings_ = {"vocab_size": base_size(text, mode) + merges, "mode": mode}
+    ref = bpe.train(text, trainer="reference", min_frequency=min_frequency, **settings_)
+    eff = bpe.train(text, trainer="efficient", min_frequency=min_frequency, **settings_)
+    assert eff.merges == ref.merges
+    assert eff.training.merge_counts == ref.training.merge_counts
+    assert eff.training.tokens_after == ref.training.tokens_after
+    assert eff.training.initial_tokens == ref.training.initial_tokens
+
+
+# ----- worked examples --------------------------------------------------------------------------
+def test_overlapping_run_merges_left_to_right_like_the_reference():
+    tok = bpe.train("aaabdaaabac", vocab_size=259, mode="naive", trainer="efficient")
+    assert tok.merges == [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
+    assert tok.training.merge_counts == [4, 2, 2]
+    assert tok.training.tokens_after == [9, 7, 5]
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [1, 2, 1, 2],  # A B A B -> AB AB: the second merge sees the first as its left neighbour
+        [0, 0, 0, 0],  # 0 0 0 0 -> 00 00, not 0 00 0
+        [0, 0, 0],  # left to right: 00 0 (seed 004 would give 0 00)
+        [3, 0, 0, 0, 3, 0, 0],
+        [1, 2, 1, 2, 1, 2, 1],
+    ],
+)
+def test_seed_004_special_cases(ids):
+    kwargs = {"first_id": 10, "max_merges": 6}
+    assert train_efficient([(ids, 1)], **kwargs) == train_reference([(ids, 1)], **kwargs)
+
+
+def test_weights_and_barriers_between_sequences():
+    # Glued together, [1, 2][2, 1, 2][1] would also hold (2, 2) and (2, 1) across the seams.
+    sequences = [([1, 2], 1), ([2, 1, 2], 3), ([1], 5), ([], 2), ([2, 2, 2], 0)]
+    got = train_efficient(sequences, first_id=10, max_merges=5)
+    assert got == train_reference(sequences, first_id=10, max_merges=5)
+    assert [tuple(r) for r in got] == [(1, 2, 10, 4, 12), (2, 10, 11, 3, 9)]
+
+
+# ----- properties ---------------------------------------------------------------------------------
+@settings(max_examples=150, deadline=None)
+@given(
+    sequences=st.lists(
+        st.tuples(st.lists(st.integers(0, 3), max_size=14), st.integers(0, 4)), max_size=6
+    ),
+    max_merges=st.integers(0, 20),
+    min_frequency=st.integers(1, 4),
+)
+def test_property_engine_equals_reference_on_weighted_sequences(
+    sequences, max_merges, min_frequency
+):
+    kwargs = {"first_id": 4, "max_merges": max_merges, "min_frequency": min_frequency}
+    assert train_efficient(sequences, **kwargs) == train_reference(sequences, **kwargs)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    text=st.one_of(TEXTS, RUNS),
+    merges=st.integers(0, 40),
+    mode=st.sampled_from(MODES),
+    min_frequency=st.sampled_from([1, 1, 2, 3]),
+)
+def test_property_train_equals_reference_in_every_mode(text, merges, mode, min_frequency):
+    assert_same_training(text, mode, merges, min_frequency)
+
+
+# ----- the real corpora ---------------------------------------------------------------------------
+def corpus_slice(name: str) -> str:
+    """SLICE_BYTES from the middle of a corpus, cut at character boundaries."""
+    path = CORPORA_DIR / name
+    if not path.exists():
+        pytest.skip(f"{path} is missing: build the corpora with ../shared/corpora/make_corpora.sh")
+    with path.open("rb") as f:
+        f.seek(path.stat().st_size // 2)
+        data = f.read(SLICE_BYTES + 8)
+    start = 0
+    while start < len(data) and data[start] & 0xC0 == 0x80:  # a continuation byte
+        start += 1
+    end = SLICE_BYTES
+    while end < len(data) and data[end] & 0xC0 == 0x80:
+        end += 1
+    return data[start:end].decode("utf-8")
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", CORPORA)
+def test_corpus_slice_equals_reference(name, mode):
+    assert_same_training(corpus_slice(name), mode, merges=120)
+
+
+# ----- behaviour ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["", "a", "ab", "abab", "中"])
+@pytest.mark.parametrize("mode", MODES)
+def test_tiny_corpus_stops_cleanly_when_no_pair_is_left(text, mode):
+    tok = bpe.train(text, vocab_size=base_size(text, mode) + 1000, mode=mode, trainer="efficient")
+    assert len(tok.merges) < 10
+    assert_same_training(text, mode, 1000)
+
+
+def test_cancel_before_the_first_merge():
+    with pytest.raises(bpe.TrainingCancelled) as info:
+        bpe.train("abcabc" * 10, vocab_size=300, trainer="efficient", should_stop=lambda: True)
+    assert info.value.merges_done == 0
+
+
+def test_cancel_is_honoured_part_way(monkeypatch):
+    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)  # check at every opportunity
+    calls = iter(range(1000))
+    with pytest.raises(bpe.TrainingCancelled) as info:
+        bpe.train(
+            "the cat sat on the mat " * 50,
+            vocab_size=300,
+            mode="naive",
+            trainer="efficient",
+            should_stop=lambda: next(calls) >= 5,
+        )
+    assert 0 < info.value.merges_done < 44
+
+
+def test_progress_is_called_and_ends_with_the_final_state(monkeypatch):
+    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)
+    seen: list[bpe.Progress] = []
+    text = "the cat sat on the mat " * 50
+    tok = bpe.train(text, vocab_size=270, mode="naive", trainer="efficient", progress=seen.append)
+    done = [p.merges_done for p in seen]
+    assert done == sorted(done) and done[-1] == len(tok.merges) == 14
+    last = seen[-1]
+    assert last.merges_target == 14
+    assert last.pair == tok.merges[-1][:2]
+    assert last.count == tok.training.merge_counts[-1]
+    assert last.total_tokens == tok.training.tokens_after[-1]
+
+
+def test_progress_without_monkeypatching_still_reports_the_end():
+    seen: list[bpe.Progress] = []
+    tok = bpe.train("abcabcabd", vocab_size=258, mode="naive", progress=seen.append)
+    assert seen and seen[-1].merges_done == len(tok.merges) == 2
