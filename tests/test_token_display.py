@@ -39,7 +39,7 @@ def pieces_to_bytes(pieces: list[Piece]) -> bytes:
         if piece.kind == "text":
             out += piece.text.encode()
         elif piece.kind == "escape":
-            out += chr(int(piece.text[2:], 16)).encode()
+            out += chr(int(piece.text.split("+")[1], 16)).encode()
         elif piece.kind == "hex":
             out += bytes.fromhex(piece.text)
         elif piece.kind in VISIBLE:
