@@ -1,0 +1,77 @@
+"""BPE Workbench, the web app: `create_app()` builds it (Flask's application factory).
+
+Layout (flaskr's): config, the database module, the job runner and one blueprint per area,
+each wired in with its `init_app(app)` or `register_blueprint`. Templates and static files
+live in the top-level `templates/` and `static/` folders.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from flask import Flask
+
+from webapp import config, db, errors, jobs
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    app = Flask(
+        __name__,
+        instance_relative_config=True,
+        template_folder=str(PROJECT_DIR / "templates"),
+        static_folder=str(PROJECT_DIR / "static"),
+    )
+    app.config.from_mapping(config.defaults(app.instance_path))
+    app.config.update(config.from_env(os.environ))
+    if test_config is not None:
+        app.config.update(test_config)
+    config.check(app.config)
+    os.makedirs(app.instance_path, exist_ok=True)
+    # Flask refuses bodies past this before any view runs; uploads check the file size exactly.
+    app.config["MAX_CONTENT_LENGTH"] = app.config["MAX_UPLOAD_BYTES"] + 1024 * 1024
+    app.config["MAX_FORM_MEMORY_SIZE"] = app.config["MAX_PASTE_BYTES"]
+
+    db.init_app(app)
+    errors.init_app(app)
+    # Templates link to other areas' pages only once those endpoints exist.
+    app.jinja_env.globals["has_endpoint"] = lambda endpoint: endpoint in app.view_functions
+
+    from webapp.views import corpora, home
+    from webapp.views import jobs as job_views
+
+    app.register_blueprint(home.bp)
+    app.register_blueprint(corpora.bp)
+    app.register_blueprint(job_views.bp)
+
+    # ----- blueprints owned by other areas (tokeniser pages, JSON API, comparisons) --------------
+    # Registered when their module exists, so each area lands on its own schedule.
+    for module_name in ("webapp.views.tokenizers", "webapp.views.api", "webapp.views.compare"):
+        _register_optional(app, module_name)
+    # -----------------------------------------------------------------------------------------
+
+    # A process without the schema (AUTO_MIGRATE off, not upgraded yet) cannot run jobs yet.
+    schema_ready = db.current_revision(app.extensions["bpe_db"]) is not None
+    jobs.init_app(app, own_jobs=_owns_jobs() and schema_ready)
+    return app
+
+
+def _register_optional(app: Flask, module_name: str) -> None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise  # the module exists but one of its imports is missing: say so
+        return
+    app.register_blueprint(module.bp)
+
+
+def _owns_jobs() -> bool:
+    """Only a serving process runs jobs: not `flask db-upgrade` or another CLI command."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is None or ctx.info_name in ("run", "flask")

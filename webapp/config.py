@@ -1,0 +1,93 @@
+"""Configuration: embedded defaults, overridden by environment variables, then by test_config.
+
+Every setting the app reads is listed in ENV_VARS with its meaning; the README's table is
+written from it and a test checks that they agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+MB = 1024 * 1024
+
+# env var -> (config key, parser, what it means)
+ENV_VARS: dict[str, tuple[str, Any, str]] = {
+    "DATABASE_URL": (
+        "DATABASE_URL",
+        str,
+        "SQLAlchemy URL; default a SQLite file under instance/. `postgresql://...` uses psycopg 3.",
+    ),
+    "SECRET_KEY": ("SECRET_KEY", str, "Flask secret key (default: a random one per start)."),
+    "BPE_MAX_UPLOAD_MB": (
+        "MAX_UPLOAD_BYTES",
+        lambda v: int(float(v) * MB),
+        "Largest corpus accepted, in MB (default 200); bigger answers 413.",
+    ),
+    "BPE_MAX_PASTE_MB": (
+        "MAX_PASTE_BYTES",
+        lambda v: int(float(v) * MB),
+        "Largest pasted text (a form field, held in memory), in MB (default 16).",
+    ),
+    "BPE_JOBS_RUNNING": ("JOBS_MAX_RUNNING", int, "Training jobs run at once (default 1)."),
+    "BPE_JOBS_QUEUED": (
+        "JOBS_MAX_QUEUED",
+        int,
+        "Jobs that may wait in the queue (default 8); one more answers 429.",
+    ),
+    "BPE_JOBS_MODE": (
+        "JOBS_MODE",
+        str,
+        "`thread` (default: a runner thread driving child processes), `inline` or `manual`"
+        " (tests: run in the request, or only when a test steps the runner).",
+    ),
+    "BPE_AUTO_MIGRATE": (
+        "AUTO_MIGRATE",
+        lambda v: v.strip().lower() not in ("0", "false", "no", "off", ""),
+        "Upgrade the database to the latest migration at start-up (default on).",
+    ),
+}
+
+
+def defaults(instance_path: str) -> dict[str, Any]:
+    return {
+        "SECRET_KEY": os.urandom(24).hex(),
+        "DATABASE_URL": "sqlite:///" + os.path.join(instance_path, "bpe-workbench.sqlite3"),
+        "MAX_UPLOAD_BYTES": 200 * MB,
+        "MAX_PASTE_BYTES": 16 * MB,
+        "UPLOAD_TMP_DIR": os.path.join(instance_path, "uploads-tmp"),
+        "JOBS_MAX_RUNNING": 1,
+        "JOBS_MAX_QUEUED": 8,
+        "JOBS_MODE": "thread",
+        # Seconds between progress writes from a running job; a page sees changes within this.
+        "JOBS_PROGRESS_INTERVAL": 0.25,
+        # A child that ignores the stop flag this long after a cancel is terminated.
+        "JOBS_KILL_AFTER": 1.0,
+        "AUTO_MIGRATE": True,
+        "SQLITE_BUSY_TIMEOUT": 30.0,
+    }
+
+
+def from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings given in the environment, parsed; a bad value fails start-up with its name."""
+    settings: dict[str, Any] = {}
+    for name, (key, parse, _) in ENV_VARS.items():
+        raw = environ.get(name)
+        if raw is None or raw == "":
+            continue
+        try:
+            settings[key] = parse(raw)
+        except ValueError:
+            raise ValueError(f"environment variable {name}={raw!r} is not valid") from None
+    return settings
+
+
+def check(config: Mapping[str, Any]) -> None:
+    if config["JOBS_MODE"] not in ("thread", "inline", "manual"):
+        raise ValueError(f"JOBS_MODE must be thread, inline or manual, not {config['JOBS_MODE']!r}")
+    for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES"):
+        if config[key] < 1:
+            raise ValueError(f"{key} must be at least 1")
+    if config["JOBS_MAX_QUEUED"] < 0:
+        raise ValueError("JOBS_MAX_QUEUED must be 0 or more")

@@ -1,0 +1,83 @@
+"""Error pages: every refusal is a page (or JSON under /api/) that says what went wrong."""
+
+from __future__ import annotations
+
+from flask import Flask, current_app, jsonify, render_template, request
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+TITLES = {
+    400: "Bad request",
+    404: "Not found",
+    405: "Method not allowed",
+    413: "Too large",
+    422: "Cannot use this input",
+    429: "Too many jobs",
+    500: "Something broke on our side",
+}
+
+
+class UserError(Exception):
+    """A refusal with a status code and a message meant for the person who sent the request."""
+
+    status = 422
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+
+
+def human_bytes(n: int) -> str:
+    """1536 -> '1.5 KB'; exact byte counts below 1 KB; MB uses 1024*1024."""
+    if n < 1024:
+        return f"{n:,} bytes"
+    for unit, size in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def wants_json() -> bool:
+    return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
+
+
+def error_response(status: int, message: str):
+    if wants_json():
+        return jsonify(error=message, status=status), status
+    html = render_template(
+        "errors/error.html", status=status, title=TITLES.get(status, "Error"), message=message
+    )
+    return html, status
+
+
+def _message_for(exc: HTTPException) -> str:
+    if exc.code == 413:
+        limit = current_app.config["MAX_UPLOAD_BYTES"]
+        paste = current_app.config["MAX_PASTE_BYTES"]
+        return (
+            f"The upload is larger than the limit of {human_bytes(limit)} for a file"
+            f" ({human_bytes(paste)} for pasted text). Upload a smaller corpus."
+        )
+    if exc.code == 404:
+        return "There is nothing at this address. Links to deleted items stop working too."
+    return exc.description or TITLES.get(exc.code or 500, "Error")
+
+
+def init_app(app: Flask) -> None:
+    @app.errorhandler(UserError)
+    def _user_error(exc: UserError):
+        return error_response(exc.status, exc.message)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        if exc.code is None or exc.code < 400:
+            return exc
+        return error_response(exc.code, _message_for(exc))
+
+    @app.errorhandler(InternalServerError)
+    def _server_error(exc: InternalServerError):
+        return error_response(500, "An unexpected error happened; it has been logged.")
+
+    app.jinja_env.filters["human_bytes"] = human_bytes

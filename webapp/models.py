@@ -1,0 +1,172 @@
+"""The tables, as SQLAlchemy 2.0 ORM classes. The schema itself is made by `migrations/`.
+
+Times are naive UTC datetimes (`utcnow()`), the same on SQLite and PostgreSQL.
+A row with `deleted_at` set is treated everywhere like a missing one (same 404).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
+FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Corpus(Base):
+    __tablename__ = "corpora"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    filename: Mapped[str | None] = mapped_column(String(255))  # display only, never a path
+    size_bytes: Mapped[int] = mapped_column(Integer)  # of the stored UTF-8 text
+    sha256: Mapped[str] = mapped_column(String(64), unique=True, index=True)  # of the stored UTF-8 text
+    # Deferred: lists of corpora never load megabytes of text by accident.
+    text: Mapped[str] = mapped_column(Text, deferred=True)
+    char_count: Mapped[int] = mapped_column(Integer)
+    line_count: Mapped[int] = mapped_column(Integer)
+    source_encoding: Mapped[str] = mapped_column(String(20), default="utf-8")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    tokenizers: Mapped[list[Tokenizer]] = relationship(back_populates="corpus")
+    jobs: Mapped[list[TrainingJob]] = relationship(back_populates="corpus")
+
+
+class Tokenizer(Base):
+    __tablename__ = "tokenizers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id"), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    pattern: Mapped[str | None] = mapped_column(Text)
+    trainer: Mapped[str] = mapped_column(String(16))
+    vocab_size_requested: Mapped[int] = mapped_column(Integer)
+    vocab_size: Mapped[int] = mapped_column(Integer)  # actual: base ids + merges + specials
+    min_frequency: Mapped[int] = mapped_column(Integer)
+    special_tokens: Mapped[str] = mapped_column(Text, default="{}")  # JSON {token: id}
+    alphabet: Mapped[str | None] = mapped_column(Text)  # JSON list of characters, words mode
+    initial_tokens: Mapped[int] = mapped_column(Integer)
+    final_token_count: Mapped[int] = mapped_column(Integer)
+    training_seconds: Mapped[float | None] = mapped_column(Float)
+    merge_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    corpus: Mapped[Corpus] = relationship(back_populates="tokenizers")
+
+    @property
+    def special_tokens_dict(self) -> dict[str, int]:
+        return json.loads(self.special_tokens or "{}")
+
+    @property
+    def alphabet_list(self) -> list[str] | None:
+        return None if self.alphabet is None else json.loads(self.alphabet)
+
+    @property
+    def compression(self) -> float | None:
+        """Bytes of the corpus per token after training (higher is better)."""
+        if not self.final_token_count or self.corpus is None:
+            return None
+        return self.corpus.size_bytes / self.final_token_count
+
+
+class Merge(Base):
+    __tablename__ = "merges"
+    __table_args__ = (Index("ix_merges_tokenizer_new_id", "tokenizer_id", "new_id"),)
+
+    tokenizer_id: Mapped[int] = mapped_column(
+        ForeignKey("tokenizers.id", ondelete="CASCADE"), primary_key=True
+    )
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)  # 0-based
+    left_id: Mapped[int] = mapped_column(Integer)
+    right_id: Mapped[int] = mapped_column(Integer)
+    new_id: Mapped[int] = mapped_column(Integer)
+    pair_count: Mapped[int] = mapped_column(Integer)
+    tokens_after: Mapped[int] = mapped_column(Integer)
+
+
+class VocabEntry(Base):
+    __tablename__ = "vocab_entries"
+    __table_args__ = (
+        Index("ix_vocab_tokenizer_category", "tokenizer_id", "category"),
+        Index("ix_vocab_tokenizer_byte_length", "tokenizer_id", "byte_length"),
+    )
+
+    tokenizer_id: Mapped[int] = mapped_column(
+        ForeignKey("tokenizers.id", ondelete="CASCADE"), primary_key=True
+    )
+    token_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    token_bytes: Mapped[bytes] = mapped_column(LargeBinary)
+    display_text: Mapped[str] = mapped_column(Text)  # bytes decoded with "replace", + </w>
+    hex: Mapped[str] = mapped_column(Text)  # lowercase hex of token_bytes
+    byte_length: Mapped[int] = mapped_column(Integer)
+    char_length: Mapped[int] = mapped_column(Integer)
+    category: Mapped[str] = mapped_column(String(20))
+    pair_count: Mapped[int | None] = mapped_column(Integer)  # null for base ids and specials
+    is_special: Mapped[bool] = mapped_column(Boolean, default=False)
+    ends_word: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class TrainingJob(Base):
+    __tablename__ = "training_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id"), index=True)
+    settings: Mapped[str] = mapped_column(Text)  # JSON: mode, pattern, trainer, vocab_size, ...
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    merges_done: Mapped[int] = mapped_column(Integer, default=0)
+    merges_target: Mapped[int | None] = mapped_column(Integer)
+    current_pair: Mapped[str | None] = mapped_column(Text)
+    current_count: Mapped[int | None] = mapped_column(Integer)
+    elapsed_seconds: Mapped[float | None] = mapped_column(Float)
+    estimate_seconds: Mapped[float | None] = mapped_column(Float)  # remaining, a rough guess
+    error: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    tokenizer_id: Mapped[int | None] = mapped_column(ForeignKey("tokenizers.id"))
+    rerun_of_id: Mapped[int | None] = mapped_column(ForeignKey("training_jobs.id"))
+
+    corpus: Mapped[Corpus] = relationship(back_populates="jobs")
+    tokenizer: Mapped[Tokenizer | None] = relationship(foreign_keys=[tokenizer_id])
+
+    @property
+    def settings_dict(self) -> dict[str, Any]:
+        return json.loads(self.settings)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def percent(self) -> int:
+        if not self.merges_target:
+            return 100 if self.status == "succeeded" else 0
+        return min(100, int(100 * self.merges_done / self.merges_target))

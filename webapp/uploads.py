@@ -1,0 +1,212 @@
+"""Uploads: stream a body to a temporary file as normalised UTF-8, then store it as a corpus.
+
+The body is read in chunks and never held whole in memory: each chunk is decoded strictly,
+re-encoded as UTF-8, hashed and written to a temporary file under the instance folder. Only a
+fully valid upload reaches the database, in one transaction; the temporary file is removed on
+every path (success, refusal, dropped connection).
+
+Rules: a UTF-8 BOM is stripped; UTF-16 or UTF-32 with a BOM is transcoded; anything else must
+be UTF-8, or it is refused with the byte offset of the first bad byte; an empty text and a text
+with NUL characters (a binary file, and PostgreSQL cannot store it) are refused too.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import os
+import tempfile
+import unicodedata
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from sqlalchemy import LargeBinary, Text, cast, func, literal, select
+
+from webapp.db import Database
+from webapp.errors import UserError, human_bytes
+from webapp.models import Corpus, utcnow
+from webapp.slugs import new_slug
+
+CHUNK = 1024 * 1024
+# Longest BOM first: UTF-32-LE's BOM starts with UTF-16-LE's.
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+class UploadTooLarge(UserError):
+    status = 413
+
+
+@dataclass
+class NormalizedText:
+    """A validated upload waiting in a temporary file as UTF-8 (no BOM)."""
+
+    path: str
+    size_bytes: int  # of the UTF-8 text
+    sha256: str  # of the UTF-8 text
+    char_count: int
+    line_count: int
+    source_encoding: str
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def normalize_stream(stream: BinaryIO, *, limit: int, tmp_dir: str) -> NormalizedText:
+    """Validate and normalise a byte stream into a temporary UTF-8 file (caller discards it)."""
+    os.makedirs(tmp_dir, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix="upload-", suffix=".txt", dir=tmp_dir)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            result = _normalize_into(stream, out, limit=limit)
+        result.path = path
+        return result
+    except BaseException:
+        os.unlink(path)
+        raise
+
+
+def _normalize_into(stream: BinaryIO, out: BinaryIO, *, limit: int) -> NormalizedText:
+    head = _read_at_least(stream, 4)
+    encoding, bom = "utf-8", b""
+    for candidate, name in BOMS:
+        if head.startswith(candidate):
+            encoding, bom = name, candidate
+            break
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    digest = hashlib.sha256()
+    raw_total = len(head)  # bytes of the upload read so far, BOM included
+    fed = len(bom)  # raw offset of the first byte not yet given to the decoder
+    size = chars = newlines = 0
+    last_char = ""
+    chunk = head[len(bom) :]
+    while True:
+        final = not chunk
+        if raw_total > limit:
+            raise UploadTooLarge(f"The file is larger than the limit of {human_bytes(limit)}.")
+        pending = len(decoder.getstate()[0])
+        try:
+            text = decoder.decode(chunk, final=final)
+        except UnicodeDecodeError as exc:
+            offset = fed - pending + exc.start
+            raise UserError(_bad_bytes_message(encoding, offset, exc)) from None
+        if "\x00" in text:
+            offset = fed - pending + len(text[: text.index("\x00")].encode(encoding))
+            raise UserError(
+                f"The text contains a NUL character (near byte offset {offset}); this looks like"
+                " a binary file, not a text corpus."
+            )
+        fed += len(chunk)
+        if text:
+            encoded = text.encode("utf-8")
+            out.write(encoded)
+            digest.update(encoded)
+            size += len(encoded)
+            chars += len(text)
+            newlines += text.count("\n")
+            last_char = text[-1]
+        if final:
+            break
+        chunk = stream.read(CHUNK)
+        raw_total += len(chunk)
+    if size == 0:
+        raise UserError("The text is empty; upload a file or paste some text with content.")
+    lines = newlines + (0 if last_char == "\n" else 1)
+    return NormalizedText("", size, digest.hexdigest(), chars, lines, encoding)
+
+
+def _read_at_least(stream: BinaryIO, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        piece = stream.read(CHUNK)
+        if not piece:
+            break
+        data += piece
+    return data
+
+
+def _bad_bytes_message(encoding: str, offset: int, exc: UnicodeDecodeError) -> str:
+    bad = exc.object[exc.start : exc.end][:4].hex(" ")
+    if encoding == "utf-8":
+        return (
+            f"The file is not valid UTF-8: the first bad byte is at byte offset {offset}"
+            f" (0x{bad}). Save it as UTF-8 (or UTF-16/UTF-32 with a byte-order mark) and"
+            " upload it again."
+        )
+    return (
+        f"The file starts with a {encoding.upper()} byte-order mark but is not valid"
+        f" {encoding.upper()}: the first bad byte is at byte offset {offset} (0x{bad})."
+    )
+
+
+# ----- storing -------------------------------------------------------------------------------
+def clean_display(value: str | None, *, max_length: int) -> str:
+    """A user-supplied name or filename fit for display: no path, no control characters."""
+    if not value:
+        return ""
+    value = value.replace("\\", "/").rsplit("/", 1)[-1]
+    value = "".join(c for c in value if unicodedata.category(c)[0] != "C")
+    return value.strip()[:max_length]
+
+
+def store_corpus(
+    database: Database, upload: NormalizedText, *, name: str, filename: str | None
+) -> tuple[Corpus, bool]:
+    """Store the upload as a corpus, or reuse the row with the same text. -> (row, created)."""
+    with database.session_scope() as session:
+        existing = session.scalar(select(Corpus).where(Corpus.sha256 == upload.sha256))
+        if existing is not None:
+            if existing.deleted_at is not None:
+                # Uploading deleted text again brings it back, under a new link.
+                existing.deleted_at = None
+                existing.slug = new_slug()
+                existing.created_at = utcnow()
+            return existing, False
+        with open(upload.path, "rb") as handle:
+            raw = handle.read()  # the one whole copy in memory; the text is cast in SQL
+        row = Corpus(
+            slug=new_slug(),
+            name=name,
+            filename=filename,
+            size_bytes=upload.size_bytes,
+            sha256=upload.sha256,
+            text=_utf8_as_text(database, raw),
+            char_count=upload.char_count,
+            line_count=upload.line_count,
+            source_encoding=upload.source_encoding,
+        )
+        session.add(row)
+        session.flush()
+        del raw
+        return row, True
+
+
+def _utf8_as_text(database: Database, raw: bytes):
+    """SQL that turns validated UTF-8 bytes into text on the server, so Python never holds a
+    decoded copy next to the bytes (a 100 MB corpus would otherwise cost 200+ MB)."""
+    value = literal(raw, LargeBinary)
+    if database.is_sqlite:
+        return cast(value, Text)
+    return func.convert_from(value, "UTF8")
+
+
+def store_text(
+    database: Database, text: str, *, name: str, filename: str | None = None, tmp_dir: str
+) -> tuple[Corpus, bool]:
+    """Validate and store a str (pasted text, tests); same rules and path as a file upload."""
+    import io
+
+    upload = normalize_stream(io.BytesIO(text.encode("utf-8")), limit=len(text) * 4 + 1,
+                              tmp_dir=tmp_dir)
+    try:
+        return store_corpus(database, upload, name=name, filename=filename)
+    finally:
+        upload.discard()

@@ -1,0 +1,170 @@
+"""Corpora: upload (form and JSON API), the corpus page, and starting a training job from it."""
+
+from __future__ import annotations
+
+import io
+from typing import BinaryIO
+
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from sqlalchemy import func, select
+
+from webapp import db
+from webapp.errors import UserError
+from webapp.jobs import get_runner, parse_settings
+from webapp.models import Corpus, Tokenizer, TrainingJob
+from webapp.slugs import looks_like_slug
+from webapp.uploads import clean_display, normalize_stream, store_corpus
+from webapp.views.home import render_home
+
+bp = Blueprint("corpora", __name__)
+PREVIEW_CHARS = 2000
+DEFAULT_NAME = "Untitled corpus"
+
+
+def get_corpus_or_404(slug: str) -> Corpus:
+    """The live corpus with this slug; a missing, deleted or malformed slug is the same 404."""
+    if not looks_like_slug(slug):
+        abort(404)
+    corpus = db.session().scalar(
+        select(Corpus).where(Corpus.slug == slug, Corpus.deleted_at.is_(None))
+    )
+    if corpus is None:
+        abort(404)
+    return corpus
+
+
+def _ingest(stream: BinaryIO, *, name: str | None, filename: str | None) -> tuple[Corpus, bool]:
+    """Validate a body stream and store it; the temporary file goes whatever happens."""
+    config = current_app.config
+    upload = normalize_stream(
+        stream, limit=config["MAX_UPLOAD_BYTES"], tmp_dir=config["UPLOAD_TMP_DIR"]
+    )
+    try:
+        display_name = clean_display(name, max_length=200)
+        display_file = clean_display(filename, max_length=255) or None
+        return store_corpus(
+            db.get_db(),
+            upload,
+            name=display_name or display_file or DEFAULT_NAME,
+            filename=display_file,
+        )
+    finally:
+        upload.discard()
+
+
+def _form_source() -> tuple[BinaryIO, str | None]:
+    """The uploaded file if one was chosen, else the pasted text."""
+    upload = request.files.get("file")
+    if upload is not None and upload.filename:
+        return upload.stream, upload.filename
+    text = request.form.get("text", "")
+    if text:
+        return io.BytesIO(text.encode("utf-8")), None
+    raise UserError("Choose a file to upload or paste some text.")
+
+
+@bp.post("/corpora")
+def upload():
+    try:
+        stream, filename = _form_source()
+        corpus, _created = _ingest(stream, name=request.form.get("name"), filename=filename)
+    except UserError as exc:
+        form = {"name": request.form.get("name", "")}
+        return render_home(error=exc.message, status=exc.status, form=form)
+    return redirect(url_for("corpora.show", slug=corpus.slug), code=303)
+
+
+@bp.post("/api/corpora")
+def api_upload():
+    """JSON API: a JSON body {"text", "name"}, a multipart form, or the raw text as the body
+    (name and filename then come from the query string)."""
+    if request.mimetype == "multipart/form-data":
+        stream, filename = _form_source()
+        name = request.form.get("name")
+    elif request.is_json:
+        data = request.get_json(silent=True)
+        if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+            raise UserError('Send a JSON object with a "text" string (and an optional "name").')
+        stream, filename = io.BytesIO(data["text"].encode("utf-8")), data.get("filename")
+        name = data.get("name")
+    else:
+        stream, filename = request.stream, request.args.get("filename")
+        name = request.args.get("name")
+    corpus, created = _ingest(
+        stream, name=name if isinstance(name, str) else None,
+        filename=filename if isinstance(filename, str) else None,
+    )
+    body = corpus_json(corpus)
+    body["created"] = created
+    return jsonify(body), 201 if created else 200
+
+
+def corpus_json(corpus: Corpus) -> dict:
+    return {
+        "slug": corpus.slug,
+        "url": url_for("corpora.show", slug=corpus.slug, _external=True),
+        "name": corpus.name,
+        "filename": corpus.filename,
+        "size_bytes": corpus.size_bytes,
+        "sha256": corpus.sha256,
+        "char_count": corpus.char_count,
+        "line_count": corpus.line_count,
+        "source_encoding": corpus.source_encoding,
+        "created_at": corpus.created_at.isoformat() + "Z",
+    }
+
+
+@bp.get("/c/<slug>")
+def show(slug: str):
+    return render_corpus(get_corpus_or_404(slug))
+
+
+def render_corpus(corpus: Corpus, *, error: str | None = None, status: int = 200,
+                  form: dict | None = None):
+    session = db.session()
+    preview = session.scalar(
+        select(func.substr(Corpus.text, 1, PREVIEW_CHARS)).where(Corpus.id == corpus.id)
+    )
+    jobs = session.scalars(
+        select(TrainingJob)
+        .where(TrainingJob.corpus_id == corpus.id)
+        .order_by(TrainingJob.id.desc())
+        .limit(50)
+    ).all()
+    tokenizers = session.scalars(
+        select(Tokenizer)
+        .where(Tokenizer.corpus_id == corpus.id, Tokenizer.deleted_at.is_(None))
+        .order_by(Tokenizer.id.desc())
+    ).all()
+    html = render_template(
+        "corpora/show.html",
+        corpus=corpus,
+        preview=preview or "",
+        truncated=corpus.char_count > PREVIEW_CHARS,
+        jobs=jobs,
+        tokenizers=tokenizers,
+        error=error,
+        form=form or {},
+    )
+    return html, status
+
+
+@bp.post("/c/<slug>/train")
+def train(slug: str):
+    corpus = get_corpus_or_404(slug)
+    try:
+        settings = parse_settings(request.form.to_dict())
+        job_id = get_runner().submit(corpus.id, settings)
+    except UserError as exc:
+        return render_corpus(corpus, error=exc.message, status=exc.status,
+                             form=request.form.to_dict())
+    return redirect(url_for("jobs.show", slug=corpus.slug, job_id=job_id), code=303)
