@@ -67,8 +67,7 @@ class Database:
         try:
             yield session
         finally:
-            session.rollback()
-            session.close()
+            session.close()  # ends the transaction; loaded objects stay readable, detached
 
     def dispose(self) -> None:
         self.session.remove()

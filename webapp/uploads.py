@@ -42,6 +42,30 @@ class UploadTooLarge(UserError):
     status = 413
 
 
+class ConnectionDropped(UserError):
+    status = 400
+
+    def __init__(self, message: str = "The upload ended before all its bytes arrived; nothing"
+                 " was stored. Please try again.") -> None:
+        super().__init__(message)
+
+
+class CountingReader:
+    """Wraps a body stream and counts what was read (to notice a body cut short)."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self._count = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._count += len(data)
+        return data
+
+    def tell(self) -> int:
+        return self._count
+
+
 @dataclass
 class NormalizedText:
     """A validated upload waiting in a temporary file as UTF-8 (no BOM)."""
@@ -115,7 +139,7 @@ def _normalize_into(stream: BinaryIO, out: BinaryIO, *, limit: int) -> Normalize
             last_char = text[-1]
         if final:
             break
-        chunk = stream.read(CHUNK)
+        chunk = _read(stream)
         raw_total += len(chunk)
     if size == 0:
         raise UserError("The text is empty; upload a file or paste some text with content.")
@@ -123,10 +147,17 @@ def _normalize_into(stream: BinaryIO, out: BinaryIO, *, limit: int) -> Normalize
     return NormalizedText("", size, digest.hexdigest(), chars, lines, encoding)
 
 
+def _read(stream: BinaryIO) -> bytes:
+    try:
+        return stream.read(CHUNK)
+    except OSError:  # the client went away mid-body
+        raise ConnectionDropped() from None
+
+
 def _read_at_least(stream: BinaryIO, n: int) -> bytes:
     data = b""
     while len(data) < n:
-        piece = stream.read(CHUNK)
+        piece = _read(stream)
         if not piece:
             break
         data += piece

@@ -18,11 +18,18 @@ from flask import (
 from sqlalchemy import func, select
 
 from webapp import db
-from webapp.errors import UserError
+from webapp.errors import UserError, human_bytes
 from webapp.jobs import get_runner, parse_settings
 from webapp.models import Corpus, Tokenizer, TrainingJob
 from webapp.slugs import looks_like_slug
-from webapp.uploads import clean_display, normalize_stream, store_corpus
+from webapp.uploads import (
+    ConnectionDropped,
+    CountingReader,
+    UploadTooLarge,
+    clean_display,
+    normalize_stream,
+    store_corpus,
+)
 from webapp.views.home import render_home
 
 bp = Blueprint("corpora", __name__)
@@ -42,13 +49,17 @@ def get_corpus_or_404(slug: str) -> Corpus:
     return corpus
 
 
-def _ingest(stream: BinaryIO, *, name: str | None, filename: str | None) -> tuple[Corpus, bool]:
+def _ingest(
+    stream: BinaryIO, *, name: str | None, filename: str | None, expected_length: int | None = None
+) -> tuple[Corpus, bool]:
     """Validate a body stream and store it; the temporary file goes whatever happens."""
     config = current_app.config
     upload = normalize_stream(
         stream, limit=config["MAX_UPLOAD_BYTES"], tmp_dir=config["UPLOAD_TMP_DIR"]
     )
     try:
+        if expected_length is not None and stream.tell() < expected_length:
+            raise ConnectionDropped()
         display_name = clean_display(name, max_length=200)
         display_file = clean_display(filename, max_length=255) or None
         return store_corpus(
@@ -63,12 +74,22 @@ def _ingest(stream: BinaryIO, *, name: str | None, filename: str | None) -> tupl
 
 def _form_source() -> tuple[BinaryIO, str | None]:
     """The uploaded file if one was chosen, else the pasted text."""
-    upload = request.files.get("file")
+    try:
+        upload = request.files.get("file")
+        text = request.form.get("text", "")
+    except OSError:
+        raise ConnectionDropped() from None
     if upload is not None and upload.filename:
         return upload.stream, upload.filename
-    text = request.form.get("text", "")
     if text:
-        return io.BytesIO(text.encode("utf-8")), None
+        data = text.encode("utf-8")
+        limit = current_app.config["MAX_PASTE_BYTES"]
+        if len(data) > limit:
+            raise UploadTooLarge(
+                f"The pasted text is larger than the limit of {human_bytes(limit)};"
+                " upload it as a file instead."
+            )
+        return io.BytesIO(data), None
     raise UserError("Choose a file to upload or paste some text.")
 
 
@@ -87,6 +108,7 @@ def upload():
 def api_upload():
     """JSON API: a JSON body {"text", "name"}, a multipart form, or the raw text as the body
     (name and filename then come from the query string)."""
+    expected = None  # for a raw body: the Content-Length the client promised
     if request.mimetype == "multipart/form-data":
         stream, filename = _form_source()
         name = request.form.get("name")
@@ -97,11 +119,14 @@ def api_upload():
         stream, filename = io.BytesIO(data["text"].encode("utf-8")), data.get("filename")
         name = data.get("name")
     else:
-        stream, filename = request.stream, request.args.get("filename")
+        stream, filename = CountingReader(request.stream), request.args.get("filename")
         name = request.args.get("name")
+        expected = request.content_length
     corpus, created = _ingest(
-        stream, name=name if isinstance(name, str) else None,
+        stream,
+        name=name if isinstance(name, str) else None,
         filename=filename if isinstance(filename, str) else None,
+        expected_length=expected,
     )
     body = corpus_json(corpus)
     body["created"] = created

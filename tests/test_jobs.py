@@ -1,0 +1,342 @@
+"""Training jobs: settings, lifecycle, progress, cancel, restart, admission, the stored result."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import bpe
+import pytest
+from sqlalchemy import func, select
+
+from webapp import create_app
+from webapp.convert import load_tokenizer
+from webapp.models import Merge, Tokenizer, TrainingJob, VocabEntry, utcnow
+
+TRAIN = {"mode": "chunked", "vocab_size": "300", "trainer": "reference", "pattern": "gpt4"}
+
+
+def job_row(app, job_id: int) -> TrainingJob:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.get(TrainingJob, job_id)
+
+
+def count(app, model) -> int:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.scalar(select(func.count()).select_from(model))
+
+
+def start_job(client, corpus_slug: str, **overrides) -> int:
+    response = client.post(f"/c/{corpus_slug}/train", data={**TRAIN, **overrides})
+    assert response.status_code == 303, response.get_data(as_text=True)
+    return int(response.headers["Location"].rsplit("/", 1)[-1])
+
+
+def status_fragment(client, corpus_slug: str, job_id: int) -> str:
+    response = client.get(f"/c/{corpus_slug}/jobs/{job_id}/status")
+    assert response.status_code == 200
+    return response.get_data(as_text=True)
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+# ----- settings --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        ({"mode": "bogus"}, "Mode must be one of"),
+        ({"trainer": "fast"}, "Trainer must be one of"),
+        ({"vocab_size": "ten"}, "whole number"),
+        ({"vocab_size": "0"}, "between 1 and"),
+        ({"vocab_size": "100"}, "at least 256"),
+        ({"min_frequency": "0"}, "between 1 and"),
+        ({"pattern": "custom", "custom_pattern": "("}, "split pattern does not work"),
+        ({"special_tokens": "<a>, <a>"}, "listed twice"),
+    ],
+)
+def test_bad_settings_are_422_on_the_corpus_page(app, client, make_corpus, overrides, words):
+    corpus = make_corpus()
+    response = client.post(f"/c/{corpus.slug}/train", data={**TRAIN, **overrides})
+    assert response.status_code == 422
+    page = response.get_data(as_text=True)
+    assert words in page and "Train a tokeniser" in page
+    assert count(app, TrainingJob) == 0
+
+
+def test_train_on_a_missing_corpus_is_404(client):
+    assert client.post("/c/AAAAAAAAAAAAAAAAAAAAAA/train", data=TRAIN).status_code == 404
+
+
+# ----- lifecycle -------------------------------------------------------------------------------
+def test_lifecycle_queued_running_succeeded_with_growing_progress(
+    app, client, job_runner, make_corpus
+):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug, vocab_size="290")
+    fragment = status_fragment(client, corpus.slug, job_id)
+    assert "queued" in fragment and 'hx-trigger="every 1s"' in fragment
+
+    seen = []  # (status, merges_done) as the status page showed them, at every progress write
+
+    def look(_job_id: int) -> None:
+        job = job_row(app, job_id)
+        page = status_fragment(client, corpus.slug, job_id)
+        assert f"{job.merges_done:,} / {job.merges_target:,} merges" in page
+        assert 'hx-trigger="every 1s"' in page  # still polling while running
+        seen.append((job.status, job.merges_done))
+
+    job_runner.progress_hook = look
+    assert job_runner.run_next() == job_id
+    assert job_runner.run_next() is None  # the queue is empty now
+
+    assert seen and all(status == "running" for status, _ in seen)
+    done = [n for _, n in seen]
+    assert done == sorted(done) and done[-1] > 0
+    job = job_row(app, job_id)
+    assert job.status == "succeeded" and job.tokenizer_id and job.finished_at
+    assert job.merges_done == done[-1]
+    fragment = status_fragment(client, corpus.slug, job_id)
+    assert "succeeded" in fragment and "hx-trigger" not in fragment  # polling stops
+    page = client.get(f"/c/{corpus.slug}/jobs/{job_id}").get_data(as_text=True)
+    assert "Training job" in page and "succeeded" in page
+    # An htmx request for the job page gets just the fragment.
+    htmx = client.get(f"/c/{corpus.slug}/jobs/{job_id}", headers={"HX-Request": "true"})
+    assert htmx.get_data(as_text=True).lstrip().startswith("<div") or "job-status" in htmx.text
+
+
+def test_result_is_stored_whole_and_loads_back(app, client, job_runner, make_corpus):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug, special_tokens="<|end|>")
+    job_runner.run_next()
+    job = job_row(app, job_id)
+    database = app.extensions["bpe_db"]
+    with database.read_scope() as session:
+        row = session.get(Tokenizer, job.tokenizer_id)
+        merges = session.scalar(select(func.count()).where(Merge.tokenizer_id == row.id))
+        vocab = session.scalar(select(func.count()).where(VocabEntry.tokenizer_id == row.id))
+        assert merges == row.merge_count == job.merges_done
+        assert vocab == row.vocab_size == 256 + merges + 1
+        tok = load_tokenizer(session, row)
+        special = session.get(VocabEntry, (row.id, row.vocab_size - 1))
+        assert special.is_special and special.category == "special"
+    expected = bpe.train(corpus_text(app, corpus.id), vocab_size=300, trainer="reference",
+                         special_tokens=["<|end|>"])
+    assert tok.merges == expected.merges
+    sample = "The fox and the dog<|end|>"
+    assert tok.encode(sample, allowed_special="all") == expected.encode(
+        sample, allowed_special="all"
+    )
+
+
+def corpus_text(app, corpus_id: int) -> str:
+    from webapp.models import Corpus
+
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.scalar(select(Corpus.text).where(Corpus.id == corpus_id))
+
+
+@pytest.mark.parametrize("mode", ["naive", "chunked", "words"])
+def test_every_mode_round_trips_through_rows(app, make_tokenizer, mode):
+    made = make_tokenizer(mode=mode, vocab_size=320 if mode != "words" else 120)
+    with app.extensions["bpe_db"].read_scope() as session:
+        row = session.get(Tokenizer, made.id)
+        tok = load_tokenizer(session, row)
+        assert load_tokenizer(session, row) is tok  # cached
+        entries = session.scalars(
+            select(VocabEntry).where(VocabEntry.tokenizer_id == made.id).order_by(VocabEntry.token_id)
+        ).all()
+    assert bpe.formats.to_dict(tok) == bpe.formats.to_dict(made.tok)
+    assert len(entries) == made.tok.vocab_size
+    for entry in entries:
+        raw = made.tok.token_bytes(entry.token_id)
+        assert entry.token_bytes == raw and entry.hex == raw.hex()
+        assert entry.ends_word == made.tok.ends_word(entry.token_id)
+        if mode == "words" and entry.ends_word:
+            assert entry.display_text.endswith("</w>")
+    text = "The quick brown fox, 東京 😀."
+    assert tok.encode(text) == made.tok.encode(text)
+
+
+def test_a_failing_job_records_the_error(app, client, job_runner, make_corpus):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug, mode="words", vocab_size="5")
+    job_runner.run_next()
+    job = job_row(app, job_id)
+    assert job.status == "failed" and "vocab_size must be at least" in job.error
+    fragment = status_fragment(client, corpus.slug, job_id)
+    assert "vocab_size must be at least" in fragment and "Run again" in fragment
+    assert count(app, Tokenizer) == 0
+
+
+# ----- cancel ------------------------------------------------------------------------------------
+def test_cancel_a_queued_job(app, client, job_runner, make_corpus):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug)
+    response = client.post(f"/c/{corpus.slug}/jobs/{job_id}/cancel")
+    assert response.status_code == 303
+    assert job_row(app, job_id).status == "cancelled"
+    assert job_runner.run_next() is None
+
+
+def test_cancel_a_running_job_leaves_no_tokenizer(app, client, job_runner, make_corpus):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug)
+
+    def cancel_midway(_job_id: int) -> None:
+        if job_row(app, job_id).merges_done >= 2:
+            response = client.post(
+                f"/c/{corpus.slug}/jobs/{job_id}/cancel", headers={"HX-Request": "true"}
+            )
+            assert response.status_code == 200 and "job-status" in response.text
+
+    job_runner.progress_hook = cancel_midway
+    job_runner.run_next()
+    job = job_row(app, job_id)
+    assert job.status == "cancelled" and job.tokenizer_id is None
+    assert (count(app, Tokenizer), count(app, Merge), count(app, VocabEntry)) == (0, 0, 0)
+    assert "Run again" in status_fragment(client, corpus.slug, job_id)
+
+
+def test_cancel_a_finished_job_changes_nothing(app, client, job_runner, make_corpus):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug)
+    job_runner.run_next()
+    client.post(f"/c/{corpus.slug}/jobs/{job_id}/cancel")
+    assert job_row(app, job_id).status == "succeeded"
+
+
+# ----- restart -----------------------------------------------------------------------------------
+def test_restart_marks_running_jobs_interrupted_and_they_can_run_again(
+    app, app_config, client, make_corpus, make_tokenizer
+):
+    corpus = make_corpus()
+    finished = make_tokenizer(corpus=corpus)
+    job_id = start_job(client, corpus.slug)
+    with app.extensions["bpe_db"].session_scope() as session:
+        job = session.get(TrainingJob, job_id)
+        job.status, job.started_at, job.merges_done = "running", utcnow(), 3
+
+    restarted = create_app(app_config)  # a new process starting on the same database
+    try:
+        client2 = restarted.test_client()
+        job = job_row(restarted, job_id)
+        assert job.status == "interrupted" and "stopped" in job.error
+        fragment = status_fragment(client2, corpus.slug, job_id)
+        assert "interrupted" in fragment and "Run again" in fragment
+        assert "hx-trigger" not in fragment
+        # Corpora and finished tokenisers are untouched.
+        assert client2.get(f"/c/{corpus.slug}").status_code == 200
+        assert count(restarted, Tokenizer) == 1 and finished.id
+
+        response = client2.post(f"/c/{corpus.slug}/jobs/{job_id}/rerun")
+        assert response.status_code == 303
+        new_id = int(response.headers["Location"].rsplit("/", 1)[-1])
+        assert new_id != job_id and job_row(restarted, new_id).rerun_of_id == job_id
+        assert restarted.extensions["bpe_jobs"].run_next() == new_id
+        assert job_row(restarted, new_id).status == "succeeded"
+    finally:
+        restarted.extensions["bpe_db"].dispose()
+
+
+def test_rerun_of_a_succeeded_job_is_refused(app, client, job_runner, make_corpus):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug)
+    job_runner.run_next()
+    response = client.post(f"/c/{corpus.slug}/jobs/{job_id}/rerun")
+    assert response.status_code == 422
+
+
+def test_queued_jobs_are_picked_up_after_a_restart(app, app_config, client, make_corpus):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug)  # queued; this (manual) app never runs it
+    app_config["JOBS_MODE"] = "thread"
+    restarted = create_app(app_config)
+    try:
+        wait_for(lambda: job_row(restarted, job_id).status == "succeeded")
+    finally:
+        restarted.extensions["bpe_jobs"].stop()
+        restarted.extensions["bpe_db"].dispose()
+
+
+# ----- admission ---------------------------------------------------------------------------------
+def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
+    app_config.update(JOBS_MAX_RUNNING=1, JOBS_MAX_QUEUED=2)
+    app = create_app(app_config)
+    try:
+        client = app.test_client()
+        from webapp.uploads import store_text
+
+        corpus, _ = store_text(app.extensions["bpe_db"], "some text to train on",
+                               name="c", tmp_dir=app.config["UPLOAD_TMP_DIR"])
+        for _ in range(3):  # one for the running slot, two waiting
+            start_job(client, corpus.slug)
+        response = client.post(f"/c/{corpus.slug}/train", data=TRAIN)
+        assert response.status_code == 429
+        assert "queue is full" in response.get_data(as_text=True)
+        assert count(app, TrainingJob) == 3
+        app.extensions["bpe_jobs"].run_next()  # one finishes: room again
+        start_job(client, corpus.slug)
+    finally:
+        app.extensions["bpe_db"].dispose()
+
+
+# ----- the real thing: runner thread and child processes -------------------------------------
+def random_words(n: int, seed: int = 1) -> str:
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    return " ".join(rng.choice(words) for _ in range(n))
+
+
+@pytest.fixture
+def threaded_app(app_config):
+    app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.1)
+    app = create_app(app_config)
+    yield app
+    app.extensions["bpe_jobs"].stop()
+    app.extensions["bpe_db"].dispose()
+
+
+def test_threaded_job_reports_progress_and_succeeds(threaded_app):
+    from webapp.uploads import store_text
+
+    client = threaded_app.test_client()
+    corpus, _ = store_text(threaded_app.extensions["bpe_db"], random_words(20000), name="w",
+                           tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"])
+    job_id = start_job(client, corpus.slug, vocab_size="1500", trainer="efficient")
+    seen = []
+
+    def finished():
+        job = job_row(threaded_app, job_id)
+        seen.append(job.merges_done)
+        return job.status in ("succeeded", "failed")
+
+    wait_for(finished, timeout=60, interval=0.05)
+    job = job_row(threaded_app, job_id)
+    assert job.status == "succeeded", job.error
+    assert seen == sorted(seen)
+    assert job.merges_done == job.merges_target == 1500 - 256
+
+
+def test_threaded_cancel_stops_within_two_seconds(threaded_app):
+    from webapp.uploads import store_text
+
+    client = threaded_app.test_client()
+    corpus, _ = store_text(threaded_app.extensions["bpe_db"], random_words(60000), name="w",
+                           tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"])
+    # The reference trainer recounts everything per merge: this would take minutes.
+    job_id = start_job(client, corpus.slug, vocab_size="20000", trainer="reference")
+    wait_for(lambda: job_row(threaded_app, job_id).merges_done > 0, timeout=60)
+    asked = time.monotonic()
+    assert client.post(f"/c/{corpus.slug}/jobs/{job_id}/cancel").status_code == 303
+    wait_for(lambda: job_row(threaded_app, job_id).status == "cancelled", timeout=10)
+    assert time.monotonic() - asked < 2.0
+    assert count(threaded_app, Tokenizer) == 0 and count(threaded_app, Merge) == 0

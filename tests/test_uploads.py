@@ -1,0 +1,311 @@
+"""Uploads: streaming, the size limit, strict UTF-8, BOMs, refusals that leave nothing behind."""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import io
+import os
+
+import pytest
+from sqlalchemy import func, select
+
+from webapp.models import Corpus
+from webapp.uploads import CHUNK
+
+
+def corpus_count(app) -> int:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.scalar(select(func.count()).select_from(Corpus))
+
+
+def stored(app, slug: str) -> Corpus:
+    with app.extensions["bpe_db"].read_scope() as session:
+        row = session.scalar(select(Corpus).where(Corpus.slug == slug))
+        row.text  # load the deferred column while the session is open
+        return row
+
+
+def upload_file(client, data: bytes, filename: str = "corpus.txt", **form):
+    form = {"name": "", **form, "file": (io.BytesIO(data), filename)}
+    return client.post("/corpora", data=form, content_type="multipart/form-data")
+
+
+def slug_of(response) -> str:
+    assert response.status_code == 303, response.get_data(as_text=True)
+    return response.headers["Location"].rsplit("/", 1)[-1]
+
+
+def assert_nothing_left(app):
+    assert corpus_count(app) == 0
+    tmp = app.config["UPLOAD_TMP_DIR"]
+    assert not os.path.exists(tmp) or os.listdir(tmp) == []
+
+
+def test_file_upload_stores_text_and_shows_stats(app, client):
+    data = "héllo wörld\nsecond line\nthird".encode()
+    slug = slug_of(upload_file(client, data, name="My corpus"))
+    row = stored(app, slug)
+    assert row.text == data.decode()
+    assert (row.size_bytes, row.char_count, row.line_count) == (len(data), 29, 3)
+    assert row.sha256 == hashlib.sha256(data).hexdigest()
+    page = client.get(f"/c/{slug}").get_data(as_text=True)
+    assert "My corpus" in page and "second line" in page
+    assert f"{len(data):,}" in page and "29" in page
+    assert_tmp_empty(app)
+
+
+def assert_tmp_empty(app):
+    tmp = app.config["UPLOAD_TMP_DIR"]
+    assert not os.path.exists(tmp) or os.listdir(tmp) == []
+
+
+def test_pasted_text_makes_a_corpus(app, client):
+    response = client.post("/corpora", data={"text": "pasted words here", "name": "p"})
+    assert stored(app, slug_of(response)).text == "pasted words here"
+
+
+def test_same_bytes_twice_reuse_the_row(app, client):
+    first = slug_of(upload_file(client, b"same text twice"))
+    second = slug_of(upload_file(client, b"same text twice", filename="other.txt"))
+    assert first == second
+    assert corpus_count(app) == 1
+
+
+def test_slugs_are_long_random_and_url_safe(client):
+    slug = slug_of(upload_file(client, b"some text"))
+    assert len(slug) == 22 and all(c.isalnum() or c in "-_" for c in slug)
+
+
+def test_line_count_does_not_count_a_final_newline(app, client):
+    assert stored(app, slug_of(upload_file(client, b"a\nb\n"))).line_count == 2
+
+
+@pytest.mark.parametrize("size", [1001, 5000])
+def test_oversize_file_is_413_with_the_limit(app_config, size):
+    from webapp import create_app
+
+    app_config["MAX_UPLOAD_BYTES"] = 1000
+    app = create_app(app_config)
+    response = upload_file(app.test_client(), b"x" * size)
+    assert response.status_code == 413
+    assert "1,000 bytes" in response.get_data(as_text=True)
+    assert_nothing_left(app)
+
+
+def test_body_far_over_the_limit_is_refused_before_reading(app_config):
+    from webapp import create_app
+
+    app_config["MAX_UPLOAD_BYTES"] = 1000
+    app = create_app(app_config)
+    response = upload_file(app.test_client(), b"x" * (2 * 1024 * 1024))
+    assert response.status_code == 413
+    assert "1,000 bytes" in response.get_data(as_text=True)
+    assert_nothing_left(app)
+
+
+def test_default_limit_is_200_mb(app):
+    assert app.config["MAX_UPLOAD_BYTES"] == 200 * 1024 * 1024
+    assert "200 MB" in app.test_client().get("/").get_data(as_text=True)
+
+
+def test_upload_exactly_at_the_limit_is_accepted(app_config):
+    from webapp import create_app
+
+    app_config["MAX_UPLOAD_BYTES"] = 1000
+    app = create_app(app_config)
+    slug_of(upload_file(app.test_client(), b"y" * 1000))
+
+
+@pytest.mark.parametrize(
+    "data, offset",
+    [
+        (b"hello \xff world", 6),
+        (b"\xc3\x28", 0),  # a lead byte followed by a non-continuation byte
+        (b"abc\xe4\xb8", 3),  # truncated at the end
+        (b"ok \xed\xa0\x80", 3),  # an encoded surrogate is not UTF-8
+        (b"a" * (CHUNK - 1) + "é".encode() + b" \x80", CHUNK + 2),  # across a chunk boundary
+    ],
+)
+def test_invalid_utf8_is_422_with_the_byte_offset(app, client, data, offset):
+    response = upload_file(client, data)
+    assert response.status_code == 422
+    assert f"byte offset {offset}" in response.get_data(as_text=True)
+    assert_nothing_left(app)
+
+
+def test_utf8_bom_is_stripped(app, client):
+    row = stored(app, slug_of(upload_file(client, codecs.BOM_UTF8 + b"bom text")))
+    assert row.text == "bom text"
+    assert row.size_bytes == 8
+    assert row.sha256 == hashlib.sha256(b"bom text").hexdigest()
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be", "utf-32", "utf-32-be"])
+def test_utf16_and_utf32_with_bom_are_transcoded(app, client, codec):
+    text = "Grüße, 東京 😀\nline two"
+    bom = {"utf-16-be": codecs.BOM_UTF16_BE, "utf-32-be": codecs.BOM_UTF32_BE}.get(codec, b"")
+    row = stored(app, slug_of(upload_file(client, bom + text.encode(codec))))
+    assert row.text == text
+    assert row.sha256 == hashlib.sha256(text.encode()).hexdigest()
+    assert row.source_encoding.startswith(codec[:6])
+
+
+def test_utf16_without_bom_is_not_utf8(app, client):
+    response = upload_file(client, "hi".encode("utf-16-le") + "é".encode("utf-16-le"))
+    assert response.status_code == 422
+
+
+def test_broken_utf16_is_422_with_offset(app, client):
+    data = codecs.BOM_UTF16_LE + "ab".encode("utf-16-le") + b"\x00\xd8" + b"x\x00"  # lone surrogate
+    response = upload_file(client, data)
+    assert response.status_code == 422
+    assert "byte offset 6" in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("data", [b"", codecs.BOM_UTF8, codecs.BOM_UTF16_LE])
+def test_empty_upload_is_refused(app, client, data):
+    response = upload_file(client, data)
+    assert response.status_code == 422
+    assert "empty" in response.get_data(as_text=True)
+    assert_nothing_left(app)
+
+
+def test_nul_characters_are_refused(app, client):
+    response = upload_file(client, b"binary\x00stuff")
+    assert response.status_code == 422
+    assert "NUL" in response.get_data(as_text=True)
+    assert_nothing_left(app)
+
+
+def test_no_file_and_no_text_is_422(app, client):
+    response = client.post("/corpora", data={"name": "x"})
+    assert response.status_code == 422
+    assert "Choose a file" in response.get_data(as_text=True)
+
+
+def test_hostile_filename_is_display_only(app, client, tmp_path):
+    response = upload_file(client, b"contents", filename="../../x\x00.txt")
+    row = stored(app, slug_of(response))
+    assert row.filename == "x.txt"
+    assert row.name == "x.txt"
+    assert not (tmp_path.parent / "x.txt").exists() and not (tmp_path / "x.txt").exists()
+    page = client.get(f"/c/{row.slug}").get_data(as_text=True)
+    assert "x.txt" in page and "\x00" not in page
+
+
+def test_names_are_escaped(app, client):
+    response = upload_file(client, b"<script>alert(1)</script>", name='<img src=x onerror="y">')
+    page = client.get(f"/c/{slug_of(response)}").get_data(as_text=True)
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;" in page and "&lt;img" in page
+
+
+def test_pasted_text_over_its_limit_is_413(app_config):
+    from webapp import create_app
+
+    app_config["MAX_PASTE_BYTES"] = 100
+    app = create_app(app_config)
+    response = app.test_client().post("/corpora", data={"text": "z" * 500})
+    assert response.status_code == 413
+    assert "100 bytes" in response.get_data(as_text=True)
+    assert_nothing_left(app)
+
+
+# ----- the JSON / API upload --------------------------------------------------------------------
+def test_api_upload_raw_body(app, client):
+    data = "raw body corpus ✓".encode()
+    response = client.post("/api/corpora?name=raw&filename=a/b.txt", data=data,
+                           content_type="text/plain; charset=utf-8")
+    assert response.status_code == 201
+    body = response.get_json()
+    assert body["sha256"] == hashlib.sha256(data).hexdigest()
+    assert body["name"] == "raw" and body["filename"] == "b.txt" and body["created"] is True
+    again = client.post("/api/corpora", data=data, content_type="application/octet-stream")
+    assert again.status_code == 200 and again.get_json()["slug"] == body["slug"]
+
+
+def test_api_upload_json(app, client):
+    response = client.post("/api/corpora", json={"text": "json text", "name": "j"})
+    assert response.status_code == 201
+    assert stored(app, response.get_json()["slug"]).text == "json text"
+
+
+def test_api_upload_multipart(app, client):
+    response = client.post(
+        "/api/corpora",
+        data={"file": (io.BytesIO(b"multi"), "m.txt")},
+        content_type="multipart/form-data",
+    )
+    assert response.status_code == 201 and response.get_json()["filename"] == "m.txt"
+
+
+@pytest.mark.parametrize(
+    "kwargs, status, words",
+    [
+        ({"data": b"\xff", "content_type": "text/plain"}, 422, "byte offset 0"),
+        ({"data": b"", "content_type": "text/plain"}, 422, "empty"),
+        ({"json": {"name": "no text"}}, 422, '"text"'),
+        ({"json": [1, 2]}, 422, '"text"'),
+    ],
+)
+def test_api_upload_errors_are_json(app, client, kwargs, status, words):
+    response = client.post("/api/corpora", **kwargs)
+    assert response.status_code == status
+    assert words in response.get_json()["error"]
+    assert_nothing_left(app)
+
+
+def test_api_oversize_is_json_413(app_config):
+    from webapp import create_app
+
+    app_config["MAX_UPLOAD_BYTES"] = 10
+    app = create_app(app_config)
+    response = app.test_client().post("/api/corpora", data=b"x" * 11, content_type="text/plain")
+    assert response.status_code == 413
+    assert "10 bytes" in response.get_json()["error"]
+    assert_nothing_left(app)
+
+
+class _DroppingStream(io.BytesIO):
+    """A request body whose client goes away after sending part of it."""
+
+    def read(self, size=-1):
+        chunk = super().read(size)
+        if not chunk:
+            raise ConnectionResetError("client went away")
+        return chunk
+
+    readline = read
+
+
+@pytest.mark.parametrize("path", ["/api/corpora", "/corpora"])
+def test_dropped_connection_leaves_nothing(app, client, path):
+    partial = b"a" * (3 * CHUNK)
+    body = _DroppingStream(partial)
+    content_type = "text/plain" if path.startswith("/api") else "multipart/form-data; boundary=zz"
+    if path == "/corpora":
+        body = _DroppingStream(
+            b'--zz\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\n'
+            + partial
+        )
+    response = client.post(
+        path,
+        input_stream=body,
+        content_type=content_type,
+        environ_overrides={"CONTENT_LENGTH": str(10 * CHUNK)},
+    )
+    assert 400 <= response.status_code < 500
+    assert_nothing_left(app)
+
+
+def test_truncated_body_leaves_nothing(app, client):
+    """The client promised more bytes than it sent (Werkzeug: ClientDisconnected)."""
+    response = client.post(
+        "/api/corpora",
+        input_stream=io.BytesIO(b"short"),
+        content_type="text/plain",
+        environ_overrides={"CONTENT_LENGTH": "100000"},
+    )
+    assert 400 <= response.status_code < 500
+    assert_nothing_left(app)
