@@ -20,13 +20,16 @@ The file describes the pipeline the `tokenizers` library runs, chosen so that
   after the model's vocabulary unless the model already knows the token.
 - decoder `ByteLevel`; no post-processor (nothing is added around the ids).
 
-What a vocabulary file cannot say: our trainer gives every merge a fresh id, so two ids can stand
-for the same bytes (merges `(ab, c)` and `(a, bc)` both make `b"abc"`), but HF's vocabulary maps
-each string to one id (and tiktoken's ranks map each byte string to one rank). The export keeps
-the first-learned id of such a group (`canonical_ids`); the later ids never come out of HF, and
-text where we would give one of them encodes differently. `duplicate_tokens` lists the groups,
-`export_warnings` says it in words, and `strict=True` refuses instead. docs/exports.md gives the
-measured rates.
+What a vocabulary file cannot say: a merge list may give two ids the same bytes (merges
+`(ab, c)` and `(a, bc)` both make `b"abc"`), but HF's vocabulary maps each string to one id (and
+tiktoken's ranks each byte string to one rank). Our trainers never write such a list (a span's
+cut depends only on its bytes while its ends are token boundaries, so the same bytes are always
+made by the same pair; tests/test_exports.py checks it and docs/exports.md measures it), but a
+hand-made or imported one can. The export then keeps the first-learned id of each group
+(`canonical_ids`): the later ids never come out of HF, and text we encode with one of them gets
+the earlier id there. `duplicate_tokens` lists the groups, `export_warnings` says it in words
+(with a special token spelled like a learned byte-level token, the other thing HF cannot hold),
+and `strict=True` refuses instead.
 
 This module also holds what both byte-level exports share: the mode check and the canonical ids.
 """
@@ -120,10 +123,15 @@ def export_warnings(tok: Tokenizer, *, target: ExportTarget) -> list[str]:
                 "byte-level alphabet, so HF gives them the ordinary token's id"
             )
     if target == "tiktoken":
-        lines.append(
-            "tiktoken merges by the rank of the joined bytes, not by the learned pair, so some "
-            "pieces can be cut differently (see docs/exports.md for measured rates)"
-        )
+        from bpe.export_tiktoken import rank_rule_conflicts  # it imports this module
+
+        conflicts = rank_rule_conflicts(tok)
+        if conflicts:
+            lines.append(
+                f"{len(conflicts)} token(s) (e.g. id {conflicts[0]}) are cut differently by "
+                "tiktoken's rule, which joins by the rank of the joined bytes rather than by "
+                "learned pair, so text holding them can get other ids (see docs/exports.md)"
+            )
     return lines
 
 
