@@ -17,6 +17,7 @@ Flask, so it is tested on its own.
 
 from __future__ import annotations
 
+import html
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -374,3 +375,36 @@ def counts(text: str, ids: Sequence[int]) -> Counts:
     (6, 5, 2, 3.0)
     """
     return Counts(bytes=len(text.encode("utf-8")), characters=len(text), tokens=len(ids))
+
+
+# ----- any other text on a page --------------------------------------------------------------------
+def visible_html(text: str) -> str:
+    """Names, patterns, special tokens: HTML-escaped, with escapes shown as in tokens.
+
+    >>> visible_html("a<b>\\u202e")
+    'a&lt;b&gt;<span class="pc pc-escape" title="U+202E RIGHT-TO-LEFT OVERRIDE">U+202E</span>'
+    """
+    out = []
+    for piece in text_pieces(text):
+        if piece.kind == "text":
+            out.append(html.escape(piece.text))
+        else:
+            out.append(
+                f'<span class="pc pc-{piece.kind}" title="{html.escape(piece.title)}">'
+                f"{html.escape(piece.text)}</span>"
+            )
+    return "".join(out)
+
+
+def form_value_html(text: str) -> str:
+    """Text going back into a textarea or a value attribute, escaped so it is never raw but the
+    browser still gets the same characters: what must not be raw becomes `&#x...;`.
+
+    (NUL cannot survive any HTML form; browsers turn even `&#x0;` into U+FFFD.)
+
+    >>> form_value_html('"<a>\\u202e\\n')
+    '&quot;&lt;a&gt;&#x202E;\\n'
+    """
+    if text.isascii() and text.isprintable():
+        return html.escape(text)
+    return "".join(f"&#x{ord(c):X};" if needs_escape(c) else html.escape(c) for c in text)

@@ -1,0 +1,137 @@
+"""The encode playground's state: what a page shows for some text, and short share links.
+
+A share stores the text and the view state server-side behind a 128-bit slug, so a shared
+link has no URL-length limit. The same text and state on the same tokeniser reuse one row
+(found by a digest), so clicking "share" twice does not grow the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import DateTime, ForeignKey, Index, Integer, String, Text, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from webapp.models import Base, utcnow
+from webapp.slugs import new_slug
+from webapp.token_display import INVALID_RULES, InvalidRule
+
+VIEWS = ("text", "ids")
+DEFAULT_MAX_BYTES = 50_000  # playground text; config PLAYGROUND_MAX_BYTES overrides
+
+
+class TextTooLarge(ValueError):
+    """Playground or API text over the limit; answered with 413 and the limit."""
+
+
+class PlaygroundShare(Base):
+    __tablename__ = "playground_shares"
+    __table_args__ = (
+        Index("ix_playground_shares_tokenizer_digest", "tokenizer_id", "digest", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    view: Mapped[str] = mapped_column(String(8))  # "text" or "ids"
+    options: Mapped[str] = mapped_column(Text)  # JSON: whitespace, invalid, specials
+    digest: Mapped[str] = mapped_column(String(64))  # sha256 of text + view state
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+@dataclass(frozen=True)
+class Display:
+    """How tokens are shown; read from a form or query string, stored with a share."""
+
+    view: str = "text"
+    whitespace: bool = False
+    invalid: InvalidRule = "group"
+    specials: bool = True  # recognise the tokeniser's special tokens in the text
+
+    @classmethod
+    def from_args(cls, args: Any, *, whitespace_default: bool = False) -> Display:
+        """From request args or form data; anything unknown falls back to the default."""
+        view = args.get("view", "text")
+        invalid = args.get("invalid", "group")
+        # The form sends a hidden ws=0 after the checkbox, so "absent" means "use the default".
+        ws_values = args.getlist("ws")
+        whitespace = "1" in ws_values if ws_values else whitespace_default
+        sp_values = args.getlist("specials")
+        return cls(
+            view=view if view in VIEWS else "text",
+            whitespace=whitespace,
+            invalid=invalid if invalid in INVALID_RULES else "group",
+            specials="1" in sp_values if sp_values else True,
+        )
+
+    def query(self) -> dict[str, str]:
+        """As query-string parameters, for links that keep the current state."""
+        return {
+            "view": self.view,
+            "ws": "1" if self.whitespace else "0",
+            "invalid": self.invalid,
+            "specials": "1" if self.specials else "0",
+        }
+
+
+def check_text(text: str, *, max_bytes: int) -> None:
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise TextTooLarge(
+            f"the text is {size:,} bytes; the playground takes at most {max_bytes:,} bytes "
+            "(encode larger text with the command line or the downloaded tokeniser)"
+        )
+
+
+def _digest(text: str, display: Display) -> str:
+    state = json.dumps(asdict(display), sort_keys=True)
+    return hashlib.sha256(state.encode() + b"\0" + text.encode("utf-8")).hexdigest()
+
+
+def save_share(session: Session, *, tokenizer_id: int, text: str, display: Display) -> str:
+    """Store text + view state (or find the identical share) and return its slug."""
+    digest = _digest(text, display)
+    existing = session.scalar(
+        select(PlaygroundShare.slug).where(
+            PlaygroundShare.tokenizer_id == tokenizer_id, PlaygroundShare.digest == digest
+        )
+    )
+    if existing is not None:
+        return existing
+    options = {"whitespace": display.whitespace, "invalid": display.invalid}
+    options["specials"] = display.specials
+    share = PlaygroundShare(
+        slug=new_slug(),
+        tokenizer_id=tokenizer_id,
+        text=text,
+        view=display.view,
+        options=json.dumps(options),
+        digest=digest,
+    )
+    session.add(share)
+    session.flush()
+    return share.slug
+
+
+def load_share(session: Session, *, tokenizer_id: int, slug: str) -> tuple[str, Display] | None:
+    share = session.scalar(
+        select(PlaygroundShare).where(
+            PlaygroundShare.tokenizer_id == tokenizer_id, PlaygroundShare.slug == slug
+        )
+    )
+    if share is None:
+        return None
+    options = json.loads(share.options or "{}")
+    invalid = options.get("invalid", "group")
+    display = Display(
+        view=share.view if share.view in VIEWS else "text",
+        whitespace=bool(options.get("whitespace", False)),
+        invalid=invalid if invalid in INVALID_RULES else "group",
+        specials=bool(options.get("specials", True)),
+    )
+    return share.text, display

@@ -1,0 +1,382 @@
+"""Tokeniser pages at /t/<slug>: the header, encode playground, merges, vocabulary, token
+detail and downloads.
+
+Every list is one endpoint that serves the whole page, or only its fragment when htmx asks
+(the HX-Request header), as in contact-app: without JavaScript the forms GET or POST and get
+a full page back; with htmx the same URLs swap in just the results.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from markupsafe import Markup
+
+import bpe
+from bpe.patterns import pattern_name
+from bpe.token_info import CATEGORIES, merge_tree, token_category
+from webapp import browse, db
+from webapp.convert import load_tokenizer
+from webapp.errors import UserError
+from webapp.playground import (
+    DEFAULT_MAX_BYTES,
+    Display,
+    TextTooLarge,
+    check_text,
+    load_share,
+    save_share,
+)
+from webapp.token_display import (
+    counts,
+    form_value_html,
+    token_infos,
+    token_view,
+    token_views,
+    visible_html,
+)
+
+bp = Blueprint("tokenizers", __name__, url_prefix="/t")
+
+DOWNLOADS = {
+    "json": "the project's own JSON (every mode, round-trips exactly)",
+    "hf": "Hugging Face tokenizer.json (naive and chunked modes)",
+    "tiktoken": "tiktoken rank file + settings, zipped (naive and chunked modes)",
+}
+TREE_DEPTH_LIMIT = 10  # deeper parts of a merge tree are links to the part's own page
+
+
+# ----- template filters (app-wide: any page may show names or user text) ------------------------
+@bp.app_template_filter("visible")
+def visible_filter(text: str | None) -> Markup:
+    """User-given text (corpus names, special tokens) with control/bidi characters shown."""
+    return Markup(visible_html(text or ""))
+
+
+@bp.app_template_filter("form_value")
+def form_value_filter(text: str | None) -> Markup:
+    """Text for a textarea or value attribute: escaped, round-trips, nothing raw."""
+    return Markup(form_value_html(text or ""))
+
+
+@bp.app_template_filter("pattern_name")
+def pattern_name_filter(pattern: str | None) -> Markup:
+    """A known split pattern by name (`gpt4`), any other regex in full, escapes visible."""
+    if not pattern:
+        return Markup("")
+    name = pattern_name(pattern)
+    return Markup(visible_html(name)) if name else Markup(visible_html(pattern))
+
+
+@bp.app_template_filter("seconds")
+def seconds_filter(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value // 60:.0f} min {value % 60:.0f} s"
+
+
+@bp.app_context_processor
+def _limits() -> dict:
+    return {"max_bytes": current_app.config.get("PLAYGROUND_MAX_BYTES", DEFAULT_MAX_BYTES)}
+
+
+def list_display(args) -> Display:
+    """Display state for lists of single tokens: whitespace shown by default, and no `group`
+    rule (a token alone has no neighbours to join), so hex unless U+FFFD is asked for."""
+    display = Display.from_args(args, whitespace_default=True)
+    return replace(display, invalid="replace" if display.invalid == "replace" else "hex")
+
+
+def is_fragment_request() -> bool:
+    """htmx asked for the fragment (a history restore wants the whole page)."""
+    return bool(request.headers.get("HX-Request")) and not request.headers.get(
+        "HX-History-Restore-Request"
+    )
+
+
+def page_or_fragment(page_template: str, fragment_template: str, **context) -> Response:
+    template = fragment_template if is_fragment_request() else page_template
+    response = make_response(render_template(template, **context))
+    response.vary.add("HX-Request")  # the same URL answers with two bodies
+    return response
+
+
+def _tokenizer_context(slug: str) -> dict:
+    session = db.session()
+    row = browse.get_tokenizer(session, slug)
+    return {
+        "row": row,
+        "corpus": browse.corpus_of(session, row),
+        "specials": browse.special_tokens(row),
+        "downloads": DOWNLOADS,
+    }
+
+
+# ----- playground (the tokeniser's landing page) -------------------------------------------------
+@bp.get("/<slug>")
+def show(slug: str):
+    context = _tokenizer_context(slug)
+    display = Display.from_args(request.args)
+    text = request.args.get("text", "")
+    return _playground(context, text, display)
+
+
+@bp.route("/<slug>/encode", methods=["GET", "POST"])
+def encode(slug: str):
+    context = _tokenizer_context(slug)
+    values = request.form if request.method == "POST" else request.args
+    display = Display.from_args(values)
+    return _playground(context, values.get("text", ""), display)
+
+
+@bp.post("/<slug>/share")
+def share(slug: str):
+    context = _tokenizer_context(slug)
+    display = Display.from_args(request.form)
+    text = request.form.get("text", "")
+    _check_playground_text(text)
+    with db.session_scope() as session:
+        share_slug = save_share(session, tokenizer_id=context["row"].id, text=text, display=display)
+    link = url_for("tokenizers.shared", slug=slug, share_slug=share_slug, _external=True)
+    if is_fragment_request():
+        return render_template("tokenizers/_share_link.html", link=link)
+    return redirect(link, code=303)
+
+
+@bp.get("/<slug>/s/<share_slug>")
+def shared(slug: str, share_slug: str):
+    context = _tokenizer_context(slug)
+    found = load_share(db.session(), tokenizer_id=context["row"].id, slug=share_slug)
+    if found is None:
+        raise UserError("There is no shared playground at this address.", status=404)
+    text, display = found
+    context["share_link"] = request.base_url
+    return _playground(context, text, display)
+
+
+def _check_playground_text(text: str) -> None:
+    try:
+        check_text(
+            text, max_bytes=current_app.config.get("PLAYGROUND_MAX_BYTES", DEFAULT_MAX_BYTES)
+        )
+    except TextTooLarge as exc:
+        raise UserError(str(exc), status=413) from None
+
+
+def _playground(context: dict, text: str, display: Display) -> Response:
+    _check_playground_text(text)
+    row = context["row"]
+    tok = load_tokenizer(db.session(), row)
+    ids = tok.encode(text, allowed_special="all" if display.specials else ())
+    views = token_views(
+        token_infos(tok, ids), invalid=display.invalid, whitespace=display.whitespace
+    )
+    return page_or_fragment(
+        "tokenizers/show.html",
+        "tokenizers/_encoded.html",
+        **context,
+        tab="playground",
+        text=text,
+        ids=ids,
+        views=views,
+        counts=counts(text, ids),
+        display=display,
+    )
+
+
+# ----- merges -----------------------------------------------------------------------------------
+@bp.get("/<slug>/merges")
+def merges(slug: str):
+    context = _tokenizer_context(slug)
+    query = browse.MergeQuery.from_args(request.args)
+    display = list_display(request.args)
+    page = browse.merges_page(db.session(), context["row"], query)
+    return page_or_fragment(
+        "tokenizers/merges.html",
+        "tokenizers/_merges.html",
+        **context,
+        tab="merges",
+        query=query,
+        page=page,
+        merge_rows=_merge_views(context["row"], page.rows, display),
+        display=display,
+    )
+
+
+def _merge_views(row, rows, display: Display) -> list[dict]:
+    describer = browse.Describer.for_row(row)
+    out = []
+    for r in rows:
+        parts = (
+            describer.info(r.left_id, r.left_bytes, ends_word=r.left_ends_word),
+            describer.info(r.right_id, r.right_bytes, ends_word=r.right_ends_word),
+            describer.info(r.new_id, r.new_bytes, ends_word=r.new_ends_word),
+        )
+        left, right, new = (
+            token_view(p, invalid=display.invalid, whitespace=display.whitespace, colour=i)
+            for i, p in enumerate(parts)
+        )
+        out.append({"row": r, "left": left, "right": right, "new": new})
+    return out
+
+
+# ----- vocabulary ---------------------------------------------------------------------------------
+@bp.get("/<slug>/vocab")
+def vocab(slug: str):
+    context = _tokenizer_context(slug)
+    query = browse.VocabQuery.from_args(request.args)
+    display = list_display(request.args)
+    page = browse.vocab_page(db.session(), context["row"], query)
+    describer = browse.Describer.for_row(context["row"])
+    entries = []
+    for r in page.rows:
+        info = describer.info(
+            r.token_id, r.token_bytes, special=r.is_special, ends_word=r.ends_word
+        )
+        view = token_view(
+            info,
+            invalid="replace" if display.invalid == "replace" else "hex",
+            whitespace=display.whitespace,
+            colour=r.token_id,
+        )
+        entries.append({"row": r, "view": view, "rank": info.rank})
+    return page_or_fragment(
+        "tokenizers/vocab.html",
+        "tokenizers/_vocab.html",
+        **context,
+        tab="vocab",
+        query=query,
+        page=page,
+        entries=entries,
+        display=display,
+        categories=CATEGORIES,
+        sorts={name: label for name, (label, _) in browse.VOCAB_SORTS.items()},
+    )
+
+
+# ----- one token ----------------------------------------------------------------------------------
+@bp.get("/<slug>/token/<token_id>")
+def token(slug: str, token_id: str):
+    context = _tokenizer_context(slug)
+    row = context["row"]
+    try:
+        number = int(token_id)
+    except ValueError:
+        raise UserError(
+            f"{token_id[:40]!r} is not a token id: ids are whole numbers.", status=404
+        ) from None
+    browse.check_token_id(row, number)
+    session = db.session()
+    tok = load_tokenizer(session, row)
+    display = list_display(request.args)
+    [info] = token_infos(tok, [number])
+    return render_template(
+        "tokenizers/token.html",
+        **context,
+        tab="vocab",
+        info=info,
+        view=token_view(info, invalid=display.invalid, whitespace=display.whitespace),
+        tree=_tree_rows(tok, number, display),
+        used_in=browse.merges_using(session, row, number),
+        display=display,
+        category=token_category(info.data, special=info.special),
+        pair_count=_pair_count(tok, info.rank),
+    )
+
+
+def _pair_count(tok: bpe.Tokenizer, rank: int | None) -> int | None:
+    if rank is None or tok.training is None:
+        return None
+    return tok.training.merge_counts[rank]
+
+
+def _tree_rows(tok: bpe.Tokenizer, token_id: int, display: Display) -> list[dict]:
+    """The merge tree flattened in reading order: one row per node with its depth.
+
+    Walked with a stack, not recursion: naive tokenisers can build chains thousands deep. Past
+    TREE_DEPTH_LIMIT a node is shown but not opened; its own page continues the tree.
+    """
+    root = merge_tree(tok, token_id)
+    rows: list[dict] = []
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        [info] = token_infos(tok, [node.token_id])
+        has_parts = node.left is not None and node.right is not None
+        rows.append(
+            {
+                "node": node,
+                "depth": depth,
+                "view": token_view(
+                    info, invalid=display.invalid, whitespace=display.whitespace, colour=depth
+                ),
+                "cut": has_parts and depth >= TREE_DEPTH_LIMIT,
+                "kind": info.base_kind,
+            }
+        )
+        if has_parts and depth < TREE_DEPTH_LIMIT:
+            stack.append((node.right, depth + 1))
+            stack.append((node.left, depth + 1))
+    return rows
+
+
+# ----- downloads ----------------------------------------------------------------------------------
+@bp.get("/<slug>/download/<fmt>")
+def download(slug: str, fmt: str):
+    row = browse.get_tokenizer(db.session(), slug)
+    if fmt not in DOWNLOADS:
+        raise UserError(
+            f"There is no download format {fmt[:40]!r}; choose one of {', '.join(DOWNLOADS)}.",
+            status=404,
+        )
+    tok = load_tokenizer(db.session(), row)
+    name = f"bpe-{row.mode}-{row.vocab_size}-{row.slug[:8]}"
+    if fmt == "json":
+        return _attachment(bpe.formats.dumps(tok), f"{name}.json", "application/json")
+    if tok.mode not in ("naive", "chunked"):
+        raise UserError(
+            f"A {tok.mode}-mode tokeniser cannot be exported to {DOWNLOADS[fmt].split(' (')[0]}:"
+            " those formats are byte-level. Download the project's JSON, or train in naive or"
+            " chunked mode.",
+            status=422,
+        )
+    if fmt == "hf":
+        from bpe.export_hf import to_hf_json
+
+        return _attachment(to_hf_json(tok), f"{name}.tokenizer.json", "application/json")
+    return _attachment(_tiktoken_zip(tok, name), f"{name}.tiktoken.zip", "application/zip")
+
+
+def _tiktoken_zip(tok: bpe.Tokenizer, name: str) -> bytes:
+    from bpe.export_tiktoken import write_tiktoken
+
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_tiktoken(tok, Path(folder) / f"{name}.tiktoken", name=name)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in paths:
+                archive.write(path, arcname=path.name)
+    return buffer.getvalue()
+
+
+def _attachment(body: str | bytes, filename: str, mimetype: str) -> Response:
+    response = Response(body, mimetype=mimetype)
+    response.headers["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
