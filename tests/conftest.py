@@ -8,6 +8,7 @@ each test then starts from an emptied schema (downgrade to base, upgrade to head
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import dataclass
 
 import bpe
@@ -139,3 +140,17 @@ def make_tokenizer(app, make_corpus):
         return ref
 
     return _make
+
+
+def make_random_words(n: int, seed: int = 1) -> str:
+    """n words drawn from 3000 random ones: enough distinct pairs to keep a trainer busy."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    return " ".join(rng.choice(words) for _ in range(n))
+
+
+@pytest.fixture
+def random_words():
+    """random_words(n, seed=1) -> a text of n random words (deterministic for a seed)."""
+    return make_random_words

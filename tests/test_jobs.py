@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import time
 
 import bpe
@@ -289,13 +288,6 @@ def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
 
 
 # ----- the real thing: runner thread and child processes -------------------------------------
-def random_words(n: int, seed: int = 1) -> str:
-    rng = random.Random(seed)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(3000)]
-    return " ".join(rng.choice(words) for _ in range(n))
-
-
 @pytest.fixture
 def threaded_app(app_config):
     app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.1)
@@ -305,7 +297,7 @@ def threaded_app(app_config):
     app.extensions["bpe_db"].dispose()
 
 
-def test_threaded_job_reports_progress_and_succeeds(threaded_app):
+def test_threaded_job_reports_progress_and_succeeds(threaded_app, random_words):
     from webapp.uploads import store_text
 
     client = threaded_app.test_client()
@@ -326,7 +318,7 @@ def test_threaded_job_reports_progress_and_succeeds(threaded_app):
     assert job.merges_done == job.merges_target == 1500 - 256
 
 
-def test_threaded_cancel_stops_within_two_seconds(threaded_app):
+def test_threaded_cancel_stops_within_two_seconds(threaded_app, random_words):
     from webapp.uploads import store_text
 
     client = threaded_app.test_client()

@@ -83,7 +83,8 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[dict]:
         raw = tok.token_bytes(token_id)
         is_special = token_id in specials
         ends_word = tok.ends_word(token_id)
-        text = raw.decode("utf-8", errors="replace")
+        # NUL becomes U+FFFD like any undecodable byte: PostgreSQL text cannot hold it.
+        text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
         rank = token_id - tok.base_size
         rows.append(
             {
