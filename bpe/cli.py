@@ -184,15 +184,17 @@ def run_decode(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from bpe.export_hf import export_warnings, write_hf
+    from bpe.export_tiktoken import write_tiktoken
+
     tok = _load(args.tokenizer)
+    # Warnings go to stderr before writing: the file is still useful, but the user should
+    # know where the peer will encode differently from us.
+    for line in export_warnings(tok, target=args.format):
+        print(f"bpe: warning: {line}", file=sys.stderr)
     if args.format == "hf":
-        from bpe.export_hf import to_hf_json
-
-        content = to_hf_json(tok)
-        _write(args.output, lambda path: Path(path).write_text(content, encoding="utf-8"))
+        _write(args.output, lambda path: write_hf(tok, path))
     else:
-        from bpe.export_tiktoken import write_tiktoken
-
         _write(args.output, lambda path: write_tiktoken(tok, path))
     return 0
 

@@ -109,3 +109,33 @@ def test_unknown_option_is_a_usage_error():
     result = bpe_cli("train", "--vocab-size")
     assert result.returncode == 2
     assert "usage:" in result.stderr
+
+
+def test_export_hf_and_tiktoken_files_encode_like_us(tok_path, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    pytest.importorskip("tiktoken")
+    from bpe.export_tiktoken import load_tiktoken
+    from bpe.formats import load
+
+    hf_out = tmp_path / "tokenizer.json"
+    result = bpe_cli("export", "-t", str(tok_path), "--format", "hf", "-o", str(hf_out))
+    assert result.returncode == 0, result.stderr
+    tt_out = tmp_path / "tok"
+    result = bpe_cli("export", "-t", str(tok_path), "--format", "tiktoken", "-o", str(tt_out))
+    assert result.returncode == 0, result.stderr
+    ours = load(tok_path)
+    text = "the rat sat on the cat, 中文 😀"
+    assert tokenizers.Tokenizer.from_file(str(hf_out)).encode(text).ids == ours.encode(text)
+    assert load_tiktoken(tmp_path / "tok.tiktoken").encode(text) == ours.encode(text)
+
+
+def test_export_refuses_words_mode_with_one_line(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "w.json"
+    assert bpe_cli("train", str(corpus), "--mode", "words", "--vocab-size", "40",
+                   "--trainer", "reference", "-q", "-o", str(out)).returncode == 0
+    result = bpe_cli("export", "-t", str(out), "--format", "hf", "-o", str(tmp_path / "x"))
+    assert result.returncode == 1
+    assert "byte-level modes only" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
