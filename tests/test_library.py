@@ -194,7 +194,7 @@ def test_property_decode_inverts_encode(text, training, mode):
     assert tok.decode_bytes(tok.encode(text)) == text.encode()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     ids=st.lists(st.sampled_from([97, 98, 99]), max_size=200),
     merges=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=12),
