@@ -378,6 +378,16 @@ def counts(text: str, ids: Sequence[int]) -> Counts:
 
 
 # ----- any other text on a page --------------------------------------------------------------------
+def escape_html(text: str) -> str:
+    """HTML-escape text for element content or a quoted attribute, `=` included, so user text
+    never spells an attribute (`hx-get=`) anywhere in the page source, not even as text.
+
+    >>> escape_html('"><img onerror=x>')
+    '&quot;&gt;&lt;img onerror&#61;x&gt;'
+    """
+    return html.escape(text).replace("=", "&#61;")
+
+
 def visible_html(text: str) -> str:
     """Names, patterns, special tokens: HTML-escaped, with escapes shown as in tokens.
 
@@ -387,11 +397,11 @@ def visible_html(text: str) -> str:
     out = []
     for piece in text_pieces(text):
         if piece.kind == "text":
-            out.append(html.escape(piece.text))
+            out.append(escape_html(piece.text))
         else:
             out.append(
-                f'<span class="pc pc-{piece.kind}" title="{html.escape(piece.title)}">'
-                f"{html.escape(piece.text)}</span>"
+                f'<span class="pc pc-{piece.kind}" title="{escape_html(piece.title)}">'
+                f"{escape_html(piece.text)}</span>"
             )
     return "".join(out)
 
@@ -406,5 +416,5 @@ def form_value_html(text: str) -> str:
     '&quot;&lt;a&gt;&#x202E;\\n'
     """
     if text.isascii() and text.isprintable():
-        return html.escape(text)
-    return "".join(f"&#x{ord(c):X};" if needs_escape(c) else html.escape(c) for c in text)
+        return escape_html(text)
+    return "".join(f"&#x{ord(c):X};" if needs_escape(c) else escape_html(c) for c in text)

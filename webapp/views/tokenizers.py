@@ -42,6 +42,7 @@ from webapp.playground import (
 )
 from webapp.token_display import (
     counts,
+    escape_html,
     form_value_html,
     token_infos,
     token_view,
@@ -60,6 +61,12 @@ TREE_DEPTH_LIMIT = 10  # deeper parts of a merge tree are links to the part's ow
 
 
 # ----- template filters (app-wide: any page may show names or user text) ------------------------
+@bp.app_template_filter("esc")
+def esc_filter(text: str | None) -> Markup:
+    """Token text and labels: escaped for text and quoted attributes, `=` included."""
+    return Markup(escape_html(text or ""))
+
+
 @bp.app_template_filter("visible")
 def visible_filter(text: str | None) -> Markup:
     """User-given text (corpus names, special tokens) with control/bidi characters shown."""
