@@ -82,3 +82,9 @@ def test_app_does_not_migrate_when_told_not_to(app_config):
         assert _tables(app.extensions["bpe_db"]) == set()
     finally:
         app.extensions["bpe_db"].dispose()
+
+
+def test_corpus_text_is_the_last_column(app):
+    """Uploads stream into a zeroblob placeholder, which SQLite keeps lazy only at a row's end."""
+    columns = [c["name"] for c in inspect(app.extensions["bpe_db"].engine).get_columns("corpora")]
+    assert columns[-1] == "text"

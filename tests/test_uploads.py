@@ -309,3 +309,14 @@ def test_truncated_body_leaves_nothing(app, client):
     )
     assert 400 <= response.status_code < 500
     assert_nothing_left(app)
+
+
+def test_large_upload_streams_into_the_row_intact(app, client):
+    text = ("línea número ✓ 東京 😀\n" * 150_000)  # several chunks, multi-byte everywhere
+    data = text.encode()
+    assert len(data) > 3 * CHUNK
+    row = stored(app, slug_of(upload_file(client, data)))
+    assert row.text == text and row.sha256 == hashlib.sha256(data).hexdigest()
+    assert row.char_count == len(text) and row.line_count == 150_000
+    page = client.get(f"/c/{row.slug}").get_data(as_text=True)
+    assert "línea número ✓ 東京 😀" in page

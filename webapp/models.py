@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
 FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
@@ -35,6 +36,19 @@ class Base(DeclarativeBase):
     pass
 
 
+class CorpusText(TypeDecorator):
+    """Text that SQLite may hold as its UTF-8 bytes: uploads stream straight into a blob there
+    (see uploads.store_corpus), so the text is never held whole in memory; reads decode it."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_result_value(self, value, dialect):
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        return value
+
+
 class Corpus(Base):
     __tablename__ = "corpora"
 
@@ -45,7 +59,7 @@ class Corpus(Base):
     size_bytes: Mapped[int] = mapped_column(Integer)  # of the stored UTF-8 text
     sha256: Mapped[str] = mapped_column(String(64), unique=True, index=True)  # of the stored UTF-8 text
     # Deferred: lists of corpora never load megabytes of text by accident.
-    text: Mapped[str] = mapped_column(Text, deferred=True)
+    text: Mapped[str] = mapped_column(CorpusText, deferred=True)
     char_count: Mapped[int] = mapped_column(Integer)
     line_count: Mapped[int] = mapped_column(Integer)
     source_encoding: Mapped[str] = mapped_column(String(20), default="utf-8")

@@ -8,6 +8,9 @@ every path (success, refusal, dropped connection).
 Rules: a UTF-8 BOM is stripped; UTF-16 or UTF-32 with a BOM is transcoded; anything else must
 be UTF-8, or it is refused with the byte offset of the first bad byte; an empty text and a text
 with NUL characters (a binary file, and PostgreSQL cannot store it) are refused too.
+
+On SQLite the stored text is then copied from the file into the row in chunks (incremental
+blob I/O), so a 100 MB corpus never sits in memory whole; PostgreSQL gets the bytes once.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from sqlalchemy import LargeBinary, Text, cast, func, literal, select
+from sqlalchemy import LargeBinary, func, insert, literal, select
 
 from webapp.db import Database
 from webapp.errors import UserError, human_bytes
@@ -201,32 +204,43 @@ def store_corpus(
                 existing.slug = new_slug()
                 existing.created_at = utcnow()
             return existing, False
-        with open(upload.path, "rb") as handle:
-            raw = handle.read()  # the one whole copy in memory; the text is cast in SQL
-        row = Corpus(
-            slug=new_slug(),
-            name=name,
-            filename=filename,
-            size_bytes=upload.size_bytes,
-            sha256=upload.sha256,
-            text=_utf8_as_text(database, raw),
-            char_count=upload.char_count,
-            line_count=upload.line_count,
-            source_encoding=upload.source_encoding,
+        # A Core insert: the ORM would fetch the SQL-computed text back (RETURNING), in memory.
+        corpus_id = session.scalar(
+            insert(Corpus)
+            .values(
+                slug=new_slug(),
+                name=name,
+                filename=filename,
+                size_bytes=upload.size_bytes,
+                sha256=upload.sha256,
+                text=_placeholder(database, upload),
+                char_count=upload.char_count,
+                line_count=upload.line_count,
+                source_encoding=upload.source_encoding,
+                created_at=utcnow(),
+            )
+            .returning(Corpus.id)
         )
-        session.add(row)
-        session.flush()
-        del raw
-        return row, True
+        if database.is_sqlite:
+            _stream_into_blob(session, corpus_id, upload)
+        return session.get(Corpus, corpus_id), True
 
 
-def _utf8_as_text(database: Database, raw: bytes):
-    """SQL that turns validated UTF-8 bytes into text on the server, so Python never holds a
-    decoded copy next to the bytes (a 100 MB corpus would otherwise cost 200+ MB)."""
-    value = literal(raw, LargeBinary)
+def _placeholder(database: Database, upload: NormalizedText):
+    """What the INSERT puts in `text`. SQLite: a zero-filled blob of the right size that
+    `_stream_into_blob` then fills from the file, so neither Python nor SQLite ever holds the
+    whole text. PostgreSQL: the bytes, turned into text on the server."""
     if database.is_sqlite:
-        return cast(value, Text)
-    return func.convert_from(value, "UTF8")
+        return func.zeroblob(upload.size_bytes)
+    with open(upload.path, "rb") as handle:
+        return func.convert_from(literal(handle.read(), LargeBinary), "UTF8")
+
+
+def _stream_into_blob(session, corpus_id: int, upload: NormalizedText) -> None:
+    connection = session.connection().connection.driver_connection  # the sqlite3 connection
+    with connection.blobopen("corpora", "text", corpus_id) as blob, open(upload.path, "rb") as src:
+        while chunk := src.read(CHUNK):
+            blob.write(chunk)
 
 
 def store_text(

@@ -23,12 +23,14 @@ def upgrade() -> None:
         sa.Column("filename", sa.String(255)),
         sa.Column("size_bytes", sa.Integer, nullable=False),
         sa.Column("sha256", sa.String(64), nullable=False),
-        sa.Column("text", sa.Text, nullable=False),
         sa.Column("char_count", sa.Integer, nullable=False),
         sa.Column("line_count", sa.Integer, nullable=False),
         sa.Column("source_encoding", sa.String(20), nullable=False, server_default="utf-8"),
         sa.Column("created_at", sa.DateTime, nullable=False),
         sa.Column("deleted_at", sa.DateTime),
+        # Last on purpose: SQLite keeps a zeroblob() placeholder unmaterialised only at the end
+        # of a row, which lets uploads stream into it (webapp/uploads.py).
+        sa.Column("text", sa.Text, nullable=False),
     )
     op.create_index("ix_corpora_sha256", "corpora", ["sha256"], unique=True)
     op.create_index("ix_corpora_created_at", "corpora", ["created_at"])

@@ -156,9 +156,12 @@ def show(slug: str):
 def render_corpus(corpus: Corpus, *, error: str | None = None, status: int = 200,
                   form: dict | None = None):
     session = db.session()
-    preview = session.scalar(
-        select(func.substr(Corpus.text, 1, PREVIEW_CHARS)).where(Corpus.id == corpus.id)
+    preview = session.scalar(  # characters, or on SQLite possibly the UTF-8 bytes: 4 per char
+        select(func.substr(Corpus.text, 1, PREVIEW_CHARS * 4)).where(Corpus.id == corpus.id)
     )
+    if isinstance(preview, bytes):
+        preview = preview.decode("utf-8", errors="ignore")
+    preview = (preview or "")[:PREVIEW_CHARS]
     jobs = session.scalars(
         select(TrainingJob)
         .where(TrainingJob.corpus_id == corpus.id)
