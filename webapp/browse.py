@@ -268,23 +268,36 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
 
 
 def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
-    """Merges in rank order with the bytes of both parts and of the merged token."""
+    """Merges in rank order with the bytes of both parts and of the merged token.
+
+    Filtering, counting and paging run on the merges alone (joining the merged token only for
+    a text or hex search); the three vocabulary joins are made for the page's rows only.
+    """
     left, right, new = (aliased(VocabEntry) for _ in range(3))
 
     def joined(alias: Any, column: Any) -> Any:
         return and_(alias.tokenizer_id == Merge.tokenizer_id, alias.token_id == column)
 
-    conditions = [Merge.tokenizer_id == row.id]
+    ranks = select(Merge.rank).where(Merge.tokenizer_id == row.id)
     token_id = query.search.token_id()
     if token_id is not None:
-        conditions.append(
+        ranks = ranks.where(
             or_(Merge.new_id == token_id, Merge.left_id == token_id, Merge.right_id == token_id)
         )
     else:
         needle = query.search.needle()
         if needle is not None:
-            conditions.append(contains_bytes(session, new.token_bytes, needle))
-    stmt = (
+            ranks = ranks.join(new, joined(new, Merge.new_id)).where(
+                contains_bytes(session, new.token_bytes, needle)
+            )
+    total = session.scalar(select(func.count()).select_from(ranks.subquery())) or 0
+    paging = query.paging
+    page_ranks = (
+        ranks.order_by(Merge.rank)
+        .limit(paging.per_page)
+        .offset((paging.page - 1) * paging.per_page)
+    )
+    rows = session.execute(
         select(
             Merge.rank,
             Merge.left_id,
@@ -302,9 +315,10 @@ def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
         .join(left, joined(left, Merge.left_id))
         .join(right, joined(right, Merge.right_id))
         .join(new, joined(new, Merge.new_id))
-        .where(and_(*conditions))
-    )
-    return _paged(session, stmt, (Merge.rank.asc(),), query.paging)
+        .where(Merge.tokenizer_id == row.id, Merge.rank.in_(page_ranks.scalar_subquery()))
+        .order_by(Merge.rank)
+    ).all()
+    return Page(rows=list(rows), total=total, paging=paging)
 
 
 def merges_using(session: Session, row: Tokenizer, token_id: int, *, limit: int = 20) -> Page:
