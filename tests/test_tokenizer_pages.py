@@ -361,3 +361,15 @@ def test_lists_work_without_javascript(client, tok_ref):
 def test_the_tokenizer_trained_here_matches_the_page(tok_ref):
     # The fixture's tokeniser is the library object the pages rebuild from rows.
     assert isinstance(tok_ref.tok, bpe.Tokenizer) and tok_ref.tok.vocab_size == 320
+
+
+def test_htmx_refusals_come_back_as_fragments(app, client, tok_ref):
+    # htmx swaps 4xx answers into the results (layout.html), so they must be fragments.
+    response, html = page(client, f"/t/{tok_ref.slug}/vocab?q=zz&match=hex", headers=HX)
+    assert response.status_code == 400
+    assert "<html" not in html and 'role="alert"' in html and "not hex bytes" in html
+    app.config["PLAYGROUND_MAX_BYTES"] = 10
+    response = client.post(f"/t/{tok_ref.slug}/encode", data={"text": "x" * 11}, headers=HX)
+    assert response.status_code == 413 and "<html" not in response.get_data(as_text=True)
+    full = client.get(f"/t/{tok_ref.slug}/vocab?q=zz&match=hex")
+    assert full.status_code == 400 and "<html" in full.get_data(as_text=True)

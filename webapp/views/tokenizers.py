@@ -31,7 +31,7 @@ from bpe.patterns import pattern_name
 from bpe.token_info import CATEGORIES, merge_tree, token_category
 from webapp import browse, db
 from webapp.convert import load_tokenizer
-from webapp.errors import UserError
+from webapp.errors import TITLES, UserError, error_response
 from webapp.playground import (
     DEFAULT_MAX_BYTES,
     Display,
@@ -116,6 +116,17 @@ def is_fragment_request() -> bool:
     return bool(request.headers.get("HX-Request")) and not request.headers.get(
         "HX-History-Restore-Request"
     )
+
+
+@bp.errorhandler(UserError)
+def _refusal(exc: UserError):
+    """htmx gets the message as a fragment for its target; everyone else the app's error page."""
+    if is_fragment_request():
+        title = TITLES.get(exc.status, "Error")
+        return render_template(
+            "tokenizers/_error.html", title=title, message=exc.message
+        ), exc.status
+    return error_response(exc.status, exc.message)
 
 
 def page_or_fragment(page_template: str, fragment_template: str, **context) -> Response:
