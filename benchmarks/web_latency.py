@@ -62,6 +62,14 @@ def job_status(job_url: str) -> str:
     return page.split('data-status="', 1)[1].split('"', 1)[0]
 
 
+def merges_done(job_url: str) -> int:
+    with urllib.request.urlopen(job_url + "/status") as response:
+        page = response.read().decode()
+    if 'class="merges">' not in page:
+        return 0
+    return int(page.split('class="merges">', 1)[1].split("/", 1)[0].strip().replace(",", ""))
+
+
 def run_phase(name: str, text: str, n: int, *, job: bool = False, peer: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         burn = {"text": text, "vocab_size": TRAIN["vocab_size"], "trainer": "reference"} if peer else None
@@ -77,10 +85,12 @@ def run_phase(name: str, text: str, n: int, *, job: bool = False, peer: bool = F
                 time.sleep(1.0)  # past the child's start-up, into the merges
             times = measure(server.base, slug, n)
             still = job_status(job_url) if job_url else None
+            progress = merges_done(job_url) if job_url else None
         finally:
             server.stop()
-    if job and still != "running":
-        raise SystemExit(f"the job was {still} before the measurement ended; use a bigger corpus")
+    if job and (still != "running" or not progress):
+        raise SystemExit(f"the job was {still} with {progress} merges when the measurement"
+                         " ended; it must be training the whole time")
     return {
         "phase": name,
         "p50_ms": statistics.median(times) * 1000,

@@ -46,8 +46,8 @@ class Server:
         queue = context.Queue()
         url = f"sqlite:///{os.path.join(workdir, 'bench.sqlite3')}"
         self.process = context.Process(
-            target=_serve, args=(url, os.path.join(workdir, "tmp"), queue, burn), daemon=True
-        )
+            target=_serve, args=(url, os.path.join(workdir, "tmp"), queue, burn)
+        )  # not a daemon: the app's job runner starts child processes of its own
         self.process.start()
         self.base = f"http://127.0.0.1:{queue.get(timeout=60)}"
 

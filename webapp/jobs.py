@@ -333,7 +333,12 @@ class JobRunner:
                         job_id = self._claim_next()
                         if job_id is None:
                             break
-                        children[job_id] = self._spawn(job_id)
+                        try:
+                            children[job_id] = self._spawn(job_id)
+                        except Exception as exc:  # noqa: BLE001 - recorded on the job
+                            log.exception("could not start a training process")
+                            self._finish(job_id, "failed", error=f"Could not start the"
+                                         f" training process: {exc}")
                     for job_id, child in list(children.items()):
                         if self._drive(job_id, child):
                             del children[job_id]

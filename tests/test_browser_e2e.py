@@ -1,0 +1,118 @@
+"""End to end in a real headless Chromium: upload -> train -> the job finishes -> tokeniser page.
+
+Drives Debian's /usr/bin/chromium through Playwright (see shared/BROWSER.md); skipped when it
+is not installed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-dev-shm-usage",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--host-resolver-rules=MAP * 127.0.0.1:9 , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory):
+    from werkzeug.serving import make_server
+
+    from webapp import create_app
+
+    tmp = tmp_path_factory.mktemp("e2e")
+    app = create_app(
+        {
+            "TESTING": True,
+            "DATABASE_URL": f"sqlite:///{tmp / 'e2e.sqlite3'}",
+            "UPLOAD_TMP_DIR": str(tmp / "uploads"),
+            "JOBS_MODE": "thread",
+            "JOBS_PROGRESS_INTERVAL": 0.1,
+        }
+    )
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    app.extensions["bpe_jobs"].stop()
+    app.extensions["bpe_db"].dispose()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    tmp = tmp_path_factory.mktemp("chromium")
+    saved = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TMPDIR")}
+    for key in saved:
+        os.environ[key] = str(tmp)
+    try:
+        with playwright_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, args=ARGS, headless=True
+            )
+            yield browser
+            browser.close()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def test_upload_train_and_open_the_tokenizer(live_server, browser):
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    page.goto(live_server + "/")
+    page.fill("#upload-name", "Browser corpus")
+    text = "the cat sat on the mat; the cat ate the rat. 東京 😀\n" * 200
+    page.set_input_files(
+        "#upload-file",
+        files=[{"name": "cats.txt", "mimeType": "text/plain", "buffer": text.encode()}],
+    )
+    page.click("form.upload-form button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Browser corpus")
+    expect(page.locator(".corpus-stats")).to_contain_text(f"{len(text.encode()):,}")
+
+    page.fill("#train-vocab", "300")
+    page.select_option("#train-trainer", "reference")
+    page.click("form.train-form button[type=submit]")
+    expect(page.locator("h1")).to_contain_text("Training job")
+    # The status fragment polls itself with htmx until the job is done.
+    status = page.locator("#job-status")
+    expect(status).to_have_attribute("data-status", "succeeded", timeout=60_000)
+    link = status.locator("a[href^='/t/']")
+    expect(link).to_be_visible()
+    link.click()
+    page.wait_for_url("**/t/*")
+    assert page.url.rsplit("/", 1)[-1] and "/t/" in page.url
+    expect(page.locator("body")).to_contain_text("Browser corpus")
+    page.close()
+
+
+def test_htmx_is_served_from_the_app(live_server, browser):
+    page = browser.new_page()
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(live_server + "/")
+    assert page.evaluate("typeof htmx") == "object"
+    assert all(url.startswith(live_server) for url in requests)
+    page.close()
