@@ -21,14 +21,21 @@ from __future__ import annotations
 import heapq
 import time
 from array import array
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
+from functools import partial
+from itertools import compress, islice, repeat
+from operator import add, eq, mul
 
 from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
 
 BARRIER = -1  # between sequences: no pair crosses it
 DEAD = -2  # a position inside a merged token
+_new_positions = partial(array, "I")
 # Progress and the stop check run at most this often, and at least every 100 ms of work.
 _REPORT_EVERY = 0.05
+# Pairs rarer than this are not tracked until training gets down to them (see _Corpus).
+_FLOOR = 4
 # A long merge pass is walked in slices this long so progress and stop stay timely.
 _SLICE = 16_384
 
@@ -118,125 +125,216 @@ class _Clock:
 
 
 class _Corpus:
-    """The live token sequence, pair counts, pair positions and the lazy heap of best pairs."""
+    """The live token sequence, pair counts, pair positions and the lazy heap of best pairs.
+
+    Only pairs counted at least `floor` times are tracked. A pair's count never rises after it
+    is created, so while the best tracked pair has at least `floor`, no untracked pair can beat
+    or tie it; if training gets that far, everything is recounted with floor = min_frequency.
+    Most pairs a merge creates are rare, so this saves most of the bookkeeping.
+    """
 
     def __init__(
         self, sequences: Sequence[tuple[Sequence[int], int]], top_id: int, min_frequency: int
     ) -> None:
         self.min_frequency = min_frequency
-        self.k = top_id  # pair key = left * k + right, one int per pair
-        self.kk = top_id * top_id  # heap key = -count * kk + pair key
-        tok = array("i", [BARRIER])
-        wt = array("Q", [0])
-        for ids, weight in sequences:
-            if len(ids) < 2:
-                continue  # a lone token holds no pair and can never change
-            tok.extend(ids)
-            tok.append(BARRIER)
-            wt.extend([weight] * (len(ids) + 1))
-        self.tok = tok
-        self.wt = wt
-        self.nxt = array("i", range(1, len(tok) + 1))
-        self.prv = array("i", range(-1, len(tok) - 1))
-        self.counts, self.positions = self._initial_pairs()
-        kk = self.kk
-        self.heap = [-c * kk + key for key, c in self.counts.items() if c >= min_frequency]
-        heapq.heapify(self.heap)
+        self.floor = max(min_frequency, _FLOOR)
+        # Pair key = left * k + right. k - 1 is no id, so a pair with a barrier on its right
+        # gets a key with k - 1 on the right, and one with a barrier on its left a negative key.
+        self.k = k = top_id + 1
+        self.kk = k * k  # heap key = -count * kk + pair key
+        self.tok, self.wt = _lay_out(sequences)
+        self.nxt = array("i", range(1, len(self.tok) + 1))  # nxt[p]: where the next token starts
+        self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the previous one starts
+        self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
+        self.positions: dict[int, array] = {}  # pair key -> where it starts (some stale)
+        self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts
+        self._track(self.floor)
 
-    def _initial_pairs(self) -> tuple[dict[int, int], dict[int, array]]:
-        counts: dict[int, int] = {}  # pair key -> live weighted count
-        positions: dict[int, array] = {}  # pair key -> start positions (some stale)
-        tok, wt, k = self.tok, self.wt, self.k
-        for p in range(len(tok) - 1):
-            a = tok[p]
-            b = tok[p + 1]
-            if a < 0 or b < 0:
-                continue
-            key = a * k + b
-            counts[key] = counts.get(key, 0) + wt[p]
-            where = positions.get(key)
-            if where is None:
-                positions[key] = where = array("I")
-            where.append(p)
-        return counts, positions
+    def _weight(self, where: array) -> int:
+        """The total weight of the pairs starting at these positions."""
+        return len(where) if self.wt is None else sum(map(self.wt.__getitem__, where))
+
+    def _track(self, floor: int) -> None:
+        """Count every live pair from scratch and track those counted at least floor times."""
+        self.floor = floor
+        self.counts, self.positions, self.heap = {}, {}, []
+        kk = self.kk
+        for key, where in _live_pairs(self.tok, self.nxt, self.k).items():
+            count = self._weight(where)
+            if count >= floor:
+                self.counts[key] = count
+                self.positions[key] = where
+                self.heap.append(-count * kk + key)
+        heapq.heapify(self.heap)
 
     def pop_best(self) -> tuple[int, int, int] | None:
         """The pair with the highest live count (ties: smallest pair), or None if none is left
         with at least min_frequency."""
-        heap, counts, kk, min_frequency = self.heap, self.counts, self.kk, self.min_frequency
-        while heap:
-            entry = heap[0]
-            count = -(entry // kk)
-            key = entry % kk
-            live = counts.get(key, 0)
-            if live == count:
+        kk, min_frequency = self.kk, self.min_frequency
+        while True:
+            heap, counts = self.heap, self.counts
+            while heap:
+                entry = heap[0]
+                count = -(entry // kk)
+                key = entry % kk
+                live = counts.get(key, 0)
+                if live != count:
+                    # The count fell since this entry was pushed: push it back at its live count.
+                    if live >= min_frequency:
+                        heapq.heapreplace(heap, -live * kk + key)
+                    else:
+                        heapq.heappop(heap)
+                        counts.pop(key, None)
+                        self.positions.pop(key, None)
+                    continue
+                if live < self.floor:
+                    break  # an untracked pair might tie or beat it
                 heapq.heappop(heap)
                 return key // self.k, key % self.k, count
-            # The count fell since this entry was pushed: push it back at its live count.
-            if live >= min_frequency:
-                heapq.heapreplace(heap, -live * kk + key)
-            else:
-                heapq.heappop(heap)
-        return None
+            if self.floor <= min_frequency:
+                return None
+            self._track(min_frequency)
+
+    def _compact(self, key: int, live: int) -> None:
+        """Drop stale positions once they outnumber the live ones (live >= live positions), so
+        memory stays O(corpus)."""
+        where = self.positions[key]
+        if len(where) < 2 * live + 64:
+            return
+        tok, nxt = self.tok, self.nxt
+        left, right = divmod(key, self.k)
+        where = compress(where, map(eq, map(tok.__getitem__, where), repeat(left)))
+        where = array("I", where)
+        starts = map(tok.__getitem__, map(nxt.__getitem__, where))
+        self.positions[key] = array("I", compress(where, map(eq, starts, repeat(right))))
 
     def merge(self, a: int, b: int, c: int, tick: Callable[[], None]) -> int:
-        """Replace every occurrence of (a, b) with c, left to right; return the weight merged."""
-        tok, nxt, prv, wt, counts, k = self.tok, self.nxt, self.prv, self.wt, self.counts, self.k
-        pair_key = a * k + b
-        where = self.positions.pop(pair_key)
-        if a == b:
-            where = sorted(where)  # runs must be cut left to right
-        new_positions: dict[int, array] = {}  # pair key -> where pairs with c start
-        merged = 0
-        ak, bk, ck = a, b * k, c * k
-        for start in range(0, len(where), _SLICE):
-            for p in where[start : start + _SLICE]:
-                if tok[p] != a:
-                    continue
-                q = nxt[p]
-                if tok[q] != b:
-                    continue
-                w = wt[p]
-                merged += w
-                counts[pair_key] -= w
-                o = prv[p]
-                left = tok[o]
-                if left >= 0:
-                    counts[left * k + ak] -= w
-                    key = left * k + c
-                    counts[key] = counts.get(key, 0) + w
-                    found = new_positions.get(key)
-                    if found is None:
-                        new_positions[key] = found = array("I")
-                    found.append(o)
-                r = nxt[q]
-                right = tok[r]
-                if right >= 0:
-                    counts[bk + right] -= w
-                    key = ck + right
-                    counts[key] = counts.get(key, 0) + w
-                    found = new_positions.get(key)
-                    if found is None:
-                        new_positions[key] = found = array("I")
-                    found.append(p)
-                tok[p] = c
-                tok[q] = DEAD
-                nxt[p] = r
-                prv[r] = p
-            tick()
-        del counts[pair_key]
-        self._adopt(new_positions)
-        return merged
+        """Replace every occurrence of (a, b) with c, left to right; return the weight merged.
 
-    def _adopt(self, new_positions: dict[int, array]) -> None:
-        """Keep the new pairs' positions and push them on the heap (their counts are final
-        until they fall: every later merge only creates pairs with a newer id)."""
-        counts, positions, heap, kk = self.counts, self.positions, self.heap, self.kk
-        min_frequency = self.min_frequency
-        for key, found in new_positions.items():
-            count = counts[key]
-            if count >= min_frequency:
-                positions[key] = found
-                heapq.heappush(heap, -count * kk + key)
-            elif count == 0:
-                del counts[key]
+        Position lists are always ascending (the initial buckets are, and every list made
+        later is filled in the order a merge walks its own list), so walking `where` in order
+        cuts runs like `a a a` left to right, as the reference does.
+        """
+        pair_key = a * self.k + b
+        where = self.positions.pop(pair_key)
+        del self.counts[pair_key]
+        done = _Pass()
+        for start in range(0, len(where), _SLICE):
+            self._relink(where[start : start + _SLICE], a, b, c, done)
+            tick()
+        self._recount(a, b, c, done)
+        return self._weight(done.merged)
+
+    def _relink(self, where: Sequence[int], a: int, b: int, c: int, done: _Pass) -> None:
+        """The hot loop: merge each live occurrence of (a, b) in where, noting its neighbours."""
+        tok, nxt, prv = self.tok, self.nxt, self.prv
+        at, left_at, left_id, right_id = (
+            done.merged.append,
+            done.lefts.append,
+            done.left_ids.append,
+            done.right_ids.append,
+        )
+        for p in where:
+            if tok[p] != a:
+                continue
+            q = nxt[p]
+            if tok[q] != b:
+                continue
+            r = nxt[q]
+            o = prv[p]
+            tok[p] = c
+            tok[q] = DEAD
+            nxt[p] = r
+            prv[r] = p
+            at(p)
+            left_at(o)
+            left_id(tok[o])  # final: nothing left of p changes later in this pass
+            right_id(tok[r])  # an `a` here may yet become c: see _recount
+
+    def _recount(self, a: int, b: int, c: int, done: _Pass) -> None:
+        """Update the counts from the state after the merge, in bulk.
+
+        Around each new c at p, with L its left and R its right neighbour now:
+        - L is an old token: (L, a) is gone and (L, c) is new, starting at L;
+        - L is c too (`a b a b` -> `c c`): (b, a) between them is gone and (c, c) is new;
+        - R is an old token: (b, R) is gone and (c, R) is new, starting at p;
+        - R is c: nothing, that is the next c's left side. (a, b) itself is gone everywhere.
+        """
+        tok, nxt, k = self.tok, self.nxt, self.k
+        by_left: defaultdict[int, array] = defaultdict(_new_positions)
+        deque(map(array.append, map(by_left.__getitem__, done.left_ids), done.lefts), 0)
+        by_right: defaultdict[int, array] = defaultdict(_new_positions)
+        deque(map(array.append, map(by_right.__getitem__, done.right_ids), done.merged), 0)
+        if a in by_right:  # R was `a` when p merged; it became c if it merged later
+            where = by_right[a]
+            still = map(eq, map(tok.__getitem__, map(nxt.__getitem__, where)), repeat(a))
+            by_right[a] = array("I", compress(where, still))
+
+        counts, positions, heap, kk, floor = (
+            self.counts,
+            self.positions,
+            self.heap,
+            self.kk,
+            self.floor,
+        )
+        wt = self.wt
+        for side, buckets in ((0, by_left), (1, by_right)):
+            for other, where in buckets.items():
+                if other < 0 or (side and other == c):
+                    continue  # a barrier, or the next c's left side
+                if side:
+                    gone, key = b * k + other, c * k + other
+                elif other == c:
+                    gone, key = b * k + a, c * k + c
+                else:
+                    gone, key = other * k + a, other * k + c
+                count = len(where) if wt is None else sum(map(wt.__getitem__, where))
+                before = counts.get(gone)  # None: untracked, or (a, b) itself
+                if before is not None:
+                    counts[gone] = before - count
+                if count >= floor:
+                    counts[key] = count
+                    positions[key] = where
+                    heapq.heappush(heap, -count * kk + key)
+
+
+class _Pass:
+    """What one merge did: where c now stands, and its neighbours' positions and ids."""
+
+    __slots__ = ("left_ids", "lefts", "merged", "right_ids")
+
+    def __init__(self) -> None:
+        self.merged = array("I")  # where each new c starts
+        self.lefts = array("i")  # where the token left of it starts
+        self.left_ids = array("i")  # that token's id (BARRIER at a sequence's start)
+        self.right_ids = array("i")  # the id right of it when it merged
+
+
+def _lay_out(sequences: Sequence[tuple[Sequence[int], int]]) -> tuple[list[int], array | None]:
+    """All sequences end to end between barriers, and each position's weight (None: all 1)."""
+    tok = [BARRIER]  # a list: CPython indexes lists faster than arrays, and ids are shared
+    weights = [weight for ids, weight in sequences if len(ids) >= 2]
+    wt = None if all(w == 1 for w in weights) else array("Q", [0])
+    for ids, weight in sequences:
+        if len(ids) < 2:
+            continue  # a lone token holds no pair and can never change
+        tok.extend(ids)
+        tok.append(BARRIER)
+        if wt is not None:
+            wt.extend(repeat(weight, len(ids) + 1))
+    return tok, wt
+
+
+def _live_pairs(tok: array, nxt: array, k: int) -> dict[int, array]:
+    """Pair key -> every position where the pair starts now, in ascending order, bucketed in C
+    by chained maps (no Python loop over positions).
+
+    Keys made at a dead position or a barrier are negative, and those with a barrier on the
+    right have k - 1 on the right; they are dropped.
+    """
+    n = len(tok) - 1
+    rights = map(tok.__getitem__, islice(nxt, n))
+    keys = map(add, map(mul, islice(tok, n), repeat(k)), rights)
+    buckets: defaultdict[int, array] = defaultdict(_new_positions)
+    deque(map(array.append, map(buckets.__getitem__, keys), range(n)), 0)
+    return {key: where for key, where in buckets.items() if key >= 0 and key % k != k - 1}
