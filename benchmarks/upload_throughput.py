@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webserver import Server, random_words  # noqa: E402
+from webserver import Server, random_words
 
 
 def make_file(path: Path, megabytes: int) -> int:
@@ -45,8 +45,10 @@ def send(base: str, path: Path, *, multipart: bool) -> tuple[int, float]:
     size = path.stat().st_size
     if multipart:
         boundary = uuid.uuid4().hex
-        head = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-                f'filename="{path.name}"\r\nContent-Type: text/plain\r\n\r\n').encode()
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{path.name}"\r\nContent-Type: text/plain\r\n\r\n'
+        ).encode()
         tail = f"\r\n--{boundary}--\r\n".encode()
         url, length = "/corpora", len(head) + size + len(tail)
         content_type = f"multipart/form-data; boundary={boundary}"
@@ -90,8 +92,10 @@ def main() -> None:
                 finally:
                     server.stop()
             label = "multipart (/corpora)" if multipart else "raw body (/api/corpora)"
-            print(f"{label:24} {status:6d} {seconds:8.2f} {size / 2**20 / seconds:7.1f}"
-                  f" {peak / 1024:14.0f} MB ({peak * 1024 / size:.2f}x file)")
+            print(
+                f"{label:24} {status:6d} {seconds:8.2f} {size / 2**20 / seconds:7.1f}"
+                f" {peak / 1024:14.0f} MB ({peak * 1024 / size:.2f}x file)"
+            )
     print("peer: a body held twice in memory would cost 2.00x the file")
     os.sync()
 

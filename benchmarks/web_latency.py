@@ -23,19 +23,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webserver import Server, get, random_words  # noqa: E402
+from webserver import Server, get, random_words
 
 TRAIN = {"mode": "chunked", "vocab_size": 50000, "trainer": "reference", "pattern": "gpt4"}
 
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def upload(base: str, text: str) -> str:
     request = urllib.request.Request(
-        f"{base}/api/corpora?name=bench", data=text.encode(),
+        f"{base}/api/corpora?name=bench",
+        data=text.encode(),
         headers={"Content-Type": "text/plain"},
     )
     with urllib.request.urlopen(request) as response:
@@ -72,7 +73,11 @@ def merges_done(job_url: str) -> int:
 
 def run_phase(name: str, text: str, n: int, *, job: bool = False, peer: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
-        burn = {"text": text, "vocab_size": TRAIN["vocab_size"], "trainer": "reference"} if peer else None
+        burn = (
+            {"text": text, "vocab_size": TRAIN["vocab_size"], "trainer": "reference"}
+            if peer
+            else None
+        )
         server = Server(workdir, burn=burn)
         try:
             slug = upload(server.base, text)
@@ -89,8 +94,10 @@ def run_phase(name: str, text: str, n: int, *, job: bool = False, peer: bool = F
         finally:
             server.stop()
     if job and (still != "running" or not progress):
-        raise SystemExit(f"the job was {still} with {progress} merges when the measurement"
-                         " ended; it must be training the whole time")
+        raise SystemExit(
+            f"the job was {still} with {progress} merges when the measurement"
+            " ended; it must be training the whole time"
+        )
     return {
         "phase": name,
         "p50_ms": statistics.median(times) * 1000,
@@ -105,8 +112,10 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=400_000, help="corpus size in words")
     args = parser.parse_args()
     text = random_words(args.words)
-    print(f"corpus: {len(text.encode()) / 1e6:.1f} MB, {args.requests} requests per phase"
-          f" (home and corpus page alternately), training {TRAIN}")
+    print(
+        f"corpus: {len(text.encode()) / 1e6:.1f} MB, {args.requests} requests per phase"
+        f" (home and corpus page alternately), training {TRAIN}"
+    )
     rows = [
         run_phase("idle", text, args.requests),
         run_phase("job (child process)", text, args.requests, job=True),
@@ -116,8 +125,10 @@ def main() -> None:
     for row in rows:
         print(f"{row['phase']:45} {row['p50_ms']:8.1f} {row['p95_ms']:8.1f} {row['max_ms']:8.1f}")
     idle, job, peer = (r["p95_ms"] for r in rows)
-    print(f"p95 during a job / idle: {job / idle:.2f}x;  peer / idle: {peer / idle:.2f}x;"
-          f"  peer / job: {peer / job:.1f}x")
+    print(
+        f"p95 during a job / idle: {job / idle:.2f}x;  peer / idle: {peer / idle:.2f}x;"
+        f"  peer / job: {peer / job:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ import os
 import random
 from dataclasses import dataclass
 
-import bpe
 import pytest
 
+import bpe
 from webapp import create_app, db
 from webapp.convert import store_tokenizer
 from webapp.uploads import store_text

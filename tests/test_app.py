@@ -87,8 +87,16 @@ def test_base_links_css_and_vendored_htmx(client):
 def test_corpus_page_shows_stats_preview_form_jobs_and_tokenizers(client, make_tokenizer):
     made = make_tokenizer()
     page = client.get(f"/c/{made.corpus_slug}").get_data(as_text=True)
-    for words in ("Bytes", "Characters", "Lines", "Preview", "quick brown fox",
-                  "Train a tokeniser", 'name="vocab_size"', made.slug):
+    for words in (
+        "Bytes",
+        "Characters",
+        "Lines",
+        "Preview",
+        "quick brown fox",
+        "Train a tokeniser",
+        'name="vocab_size"',
+        made.slug,
+    ):
         assert words in page
 
 

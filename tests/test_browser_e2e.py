@@ -64,9 +64,7 @@ def browser(tmp_path_factory):
         os.environ[key] = str(tmp)
     try:
         with playwright_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, args=ARGS, headless=True
-            )
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
             yield browser
             browser.close()
     finally:

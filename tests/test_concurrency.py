@@ -47,16 +47,21 @@ def post(url: str, data: bytes, content_type: str) -> tuple[int, bytes]:
 def test_concurrent_uploads_while_a_job_trains(live_app, random_words):
     app, base = live_app
     database = app.extensions["bpe_db"]
-    corpus, _ = store_text(database, random_words(150_000, seed=7), name="big",
-                           tmp_dir=app.config["UPLOAD_TMP_DIR"])
-    status, _ = post(f"{base}/c/{corpus.slug}/train", b"mode=chunked&vocab_size=6000"
-                     b"&trainer=efficient", "application/x-www-form-urlencoded")
+    corpus, _ = store_text(
+        database, random_words(150_000, seed=7), name="big", tmp_dir=app.config["UPLOAD_TMP_DIR"]
+    )
+    status, _ = post(
+        f"{base}/c/{corpus.slug}/train",
+        b"mode=chunked&vocab_size=6000&trainer=efficient",
+        "application/x-www-form-urlencoded",
+    )
     assert status in (200, 303)
     with database.read_scope() as session:
         job_id = session.scalar(select(TrainingJob.id))
 
-    bodies = [f"upload {i}\n".encode() + random_words(3000, seed=100 + i).encode()
-              for i in range(24)]
+    bodies = [
+        f"upload {i}\n".encode() + random_words(3000, seed=100 + i).encode() for i in range(24)
+    ]
     bodies += bodies[:4]  # the same bytes again, concurrently: must reuse the rows
 
     def upload(body: bytes) -> tuple[int, bytes, bytes]:

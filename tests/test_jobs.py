@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-import bpe
 import pytest
 from sqlalchemy import func, select
 
+import bpe
 from webapp import create_app
 from webapp.convert import load_tokenizer
 from webapp.models import Merge, Tokenizer, TrainingJob, VocabEntry, utcnow
@@ -126,8 +126,9 @@ def test_result_is_stored_whole_and_loads_back(app, client, job_runner, make_cor
         tok = load_tokenizer(session, row)
         special = session.get(VocabEntry, (row.id, row.vocab_size - 1))
         assert special.is_special and special.category == "special"
-    expected = bpe.train(corpus_text(app, corpus.id), vocab_size=300, trainer="reference",
-                         special_tokens=["<|end|>"])
+    expected = bpe.train(
+        corpus_text(app, corpus.id), vocab_size=300, trainer="reference", special_tokens=["<|end|>"]
+    )
     assert tok.merges == expected.merges
     sample = "The fox and the dog<|end|>"
     assert tok.encode(sample, allowed_special="all") == expected.encode(
@@ -150,7 +151,9 @@ def test_every_mode_round_trips_through_rows(app, make_tokenizer, mode):
         tok = load_tokenizer(session, row)
         assert load_tokenizer(session, row) is tok  # cached
         entries = session.scalars(
-            select(VocabEntry).where(VocabEntry.tokenizer_id == made.id).order_by(VocabEntry.token_id)
+            select(VocabEntry)
+            .where(VocabEntry.tokenizer_id == made.id)
+            .order_by(VocabEntry.token_id)
         ).all()
     assert bpe.formats.to_dict(tok) == bpe.formats.to_dict(made.tok)
     assert len(entries) == made.tok.vocab_size
@@ -273,8 +276,12 @@ def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
         client = app.test_client()
         from webapp.uploads import store_text
 
-        corpus, _ = store_text(app.extensions["bpe_db"], "some text to train on",
-                               name="c", tmp_dir=app.config["UPLOAD_TMP_DIR"])
+        corpus, _ = store_text(
+            app.extensions["bpe_db"],
+            "some text to train on",
+            name="c",
+            tmp_dir=app.config["UPLOAD_TMP_DIR"],
+        )
         for _ in range(3):  # one for the running slot, two waiting
             start_job(client, corpus.slug)
         response = client.post(f"/c/{corpus.slug}/train", data=TRAIN)
@@ -301,8 +308,12 @@ def test_threaded_job_reports_progress_and_succeeds(threaded_app, random_words):
     from webapp.uploads import store_text
 
     client = threaded_app.test_client()
-    corpus, _ = store_text(threaded_app.extensions["bpe_db"], random_words(20000), name="w",
-                           tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"])
+    corpus, _ = store_text(
+        threaded_app.extensions["bpe_db"],
+        random_words(20000),
+        name="w",
+        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
+    )
     job_id = start_job(client, corpus.slug, vocab_size="1500", trainer="efficient")
     seen = []
 
@@ -322,8 +333,12 @@ def test_threaded_cancel_stops_within_two_seconds(threaded_app, random_words):
     from webapp.uploads import store_text
 
     client = threaded_app.test_client()
-    corpus, _ = store_text(threaded_app.extensions["bpe_db"], random_words(60000), name="w",
-                           tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"])
+    corpus, _ = store_text(
+        threaded_app.extensions["bpe_db"],
+        random_words(60000),
+        name="w",
+        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
+    )
     # The reference trainer recounts everything per merge: this would take minutes.
     job_id = start_job(client, corpus.slug, vocab_size="20000", trainer="reference")
     wait_for(lambda: job_row(threaded_app, job_id).merges_done > 0, timeout=60)
@@ -332,3 +347,23 @@ def test_threaded_cancel_stops_within_two_seconds(threaded_app, random_words):
     wait_for(lambda: job_row(threaded_app, job_id).status == "cancelled", timeout=10)
     assert time.monotonic() - asked < 2.0
     assert count(threaded_app, Tokenizer) == 0 and count(threaded_app, Merge) == 0
+
+
+def test_a_job_whose_process_cannot_start_fails_with_the_reason(threaded_app, monkeypatch):
+    from webapp.uploads import store_text
+
+    runner = threaded_app.extensions["bpe_jobs"]
+
+    def broken_spawn(job_id):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(runner, "_spawn", broken_spawn)
+    corpus, _ = store_text(
+        threaded_app.extensions["bpe_db"],
+        "a b c",
+        name="x",
+        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
+    )
+    job_id = start_job(threaded_app.test_client(), corpus.slug)
+    wait_for(lambda: job_row(threaded_app, job_id).status == "failed", timeout=10)
+    assert "no more processes" in job_row(threaded_app, job_id).error

@@ -22,7 +22,7 @@ def corpus_count(app) -> int:
 def stored(app, slug: str) -> Corpus:
     with app.extensions["bpe_db"].read_scope() as session:
         row = session.scalar(select(Corpus).where(Corpus.slug == slug))
-        row.text  # load the deferred column while the session is open
+        _ = row.text  # load the deferred column while the session is open
         return row
 
 
@@ -215,8 +215,11 @@ def test_pasted_text_over_its_limit_is_413(app_config):
 # ----- the JSON / API upload --------------------------------------------------------------------
 def test_api_upload_raw_body(app, client):
     data = "raw body corpus ✓".encode()
-    response = client.post("/api/corpora?name=raw&filename=a/b.txt", data=data,
-                           content_type="text/plain; charset=utf-8")
+    response = client.post(
+        "/api/corpora?name=raw&filename=a/b.txt",
+        data=data,
+        content_type="text/plain; charset=utf-8",
+    )
     assert response.status_code == 201
     body = response.get_json()
     assert body["sha256"] == hashlib.sha256(data).hexdigest()
@@ -312,7 +315,7 @@ def test_truncated_body_leaves_nothing(app, client):
 
 
 def test_large_upload_streams_into_the_row_intact(app, client):
-    text = ("línea número ✓ 東京 😀\n" * 150_000)  # several chunks, multi-byte everywhere
+    text = "línea número ✓ 東京 😀\n" * 150_000  # several chunks, multi-byte everywhere
     data = text.encode()
     assert len(data) > 3 * CHUNK
     row = stored(app, slug_of(upload_file(client, data)))

@@ -39,8 +39,10 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
     "BPE_JOBS_MODE": (
         "JOBS_MODE",
         str,
-        "`thread` (default: a runner thread driving child processes), `inline` or `manual`"
-        " (tests: run in the request, or only when a test steps the runner).",
+        (
+            "`thread` (default: a runner thread driving child processes), `inline` or `manual`"
+            " (tests: run in the request, or only when a test steps the runner)."
+        ),
     ),
     "BPE_AUTO_MIGRATE": (
         "AUTO_MIGRATE",

@@ -11,11 +11,11 @@ import json
 import threading
 from collections import OrderedDict
 
-import bpe
-from bpe.token_info import token_category
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+import bpe
+from bpe.token_info import token_category
 from webapp.models import Merge, Tokenizer, VocabEntry
 from webapp.slugs import new_slug
 

@@ -87,9 +87,7 @@ def _make_engine(url: str, busy_timeout: float) -> Engine:
 
     if url.startswith("sqlite:///") and ":memory:" not in url:
         Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(
-        url, connect_args={"timeout": busy_timeout, "check_same_thread": False}
-    )
+    engine = create_engine(url, connect_args={"timeout": busy_timeout, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
     def _sqlite_connect(dbapi_connection, _record) -> None:
@@ -190,4 +188,4 @@ def _safe_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-__all__ = ["Database", "get_db", "init_app", "session", "session_scope", "upgrade", "downgrade"]
+__all__ = ["Database", "downgrade", "get_db", "init_app", "session", "session_scope", "upgrade"]

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import bpe
 from flask import Flask, current_app
 from sqlalchemy import func, select, update
 
+import bpe
 from webapp.convert import store_tokenizer
 from webapp.db import Database
 from webapp.errors import UserError
@@ -246,7 +246,9 @@ class JobRunner:
         self._context = multiprocessing.get_context("spawn")
 
     # ----- called from requests (any thread): only ids and plain settings come in ----------
-    def submit(self, corpus_id: int, settings: dict[str, Any], *, rerun_of: int | None = None) -> int:
+    def submit(
+        self, corpus_id: int, settings: dict[str, Any], *, rerun_of: int | None = None
+    ) -> int:
         with self.database.session_scope() as session:
             active = session.scalar(
                 select(func.count())
@@ -335,14 +337,17 @@ class JobRunner:
                             break
                         try:
                             children[job_id] = self._spawn(job_id)
-                        except Exception as exc:  # noqa: BLE001 - recorded on the job
+                        except Exception as exc:
                             log.exception("could not start a training process")
-                            self._finish(job_id, "failed", error=f"Could not start the"
-                                         f" training process: {exc}")
+                            self._finish(
+                                job_id,
+                                "failed",
+                                error=f"Could not start the training process: {exc}",
+                            )
                     for job_id, child in list(children.items()):
                         if self._drive(job_id, child):
                             del children[job_id]
-                except Exception:  # noqa: BLE001 - the runner must outlive a bad moment
+                except Exception:
                     log.exception("job runner iteration failed; retrying")
                     time.sleep(0.5)
                 self._wake.wait(0.05 if children else 1.0)
@@ -419,7 +424,9 @@ class JobRunner:
                 self._finish(job_id, "cancelled")
             else:
                 code = child.process.exitcode
-                self._finish(job_id, "failed", error=f"The training process died (exit code {code}).")
+                self._finish(
+                    job_id, "failed", error=f"The training process died (exit code {code})."
+                )
             return True
         return False
 
@@ -457,9 +464,7 @@ class JobRunner:
                 )
             )
             return bool(
-                session.scalar(
-                    select(TrainingJob.cancel_requested).where(TrainingJob.id == job_id)
-                )
+                session.scalar(select(TrainingJob.cancel_requested).where(TrainingJob.id == job_id))
             )
 
     def _store_result(self, job_id: int, tok: bpe.Tokenizer, elapsed: float) -> None:

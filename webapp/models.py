@@ -57,7 +57,9 @@ class Corpus(Base):
     name: Mapped[str] = mapped_column(String(200))
     filename: Mapped[str | None] = mapped_column(String(255))  # display only, never a path
     size_bytes: Mapped[int] = mapped_column(Integer)  # of the stored UTF-8 text
-    sha256: Mapped[str] = mapped_column(String(64), unique=True, index=True)  # of the stored UTF-8 text
+    sha256: Mapped[str] = mapped_column(
+        String(64), unique=True, index=True
+    )  # of the stored UTF-8 text
     # Deferred: lists of corpora never load megabytes of text by accident.
     text: Mapped[str] = mapped_column(CorpusText, deferred=True)
     char_count: Mapped[int] = mapped_column(Integer)

@@ -48,8 +48,11 @@ class UploadTooLarge(UserError):
 class ConnectionDropped(UserError):
     status = 400
 
-    def __init__(self, message: str = "The upload ended before all its bytes arrived; nothing"
-                 " was stored. Please try again.") -> None:
+    def __init__(
+        self,
+        message: str = "The upload ended before all its bytes arrived; nothing"
+        " was stored. Please try again.",
+    ) -> None:
         super().__init__(message)
 
 
@@ -249,8 +252,9 @@ def store_text(
     """Validate and store a str (pasted text, tests); same rules and path as a file upload."""
     import io
 
-    upload = normalize_stream(io.BytesIO(text.encode("utf-8")), limit=len(text) * 4 + 1,
-                              tmp_dir=tmp_dir)
+    upload = normalize_stream(
+        io.BytesIO(text.encode("utf-8")), limit=len(text) * 4 + 1, tmp_dir=tmp_dir
+    )
     try:
         return store_corpus(database, upload, name=name, filename=filename)
     finally:

@@ -153,8 +153,9 @@ def show(slug: str):
     return render_corpus(get_corpus_or_404(slug))
 
 
-def render_corpus(corpus: Corpus, *, error: str | None = None, status: int = 200,
-                  form: dict | None = None):
+def render_corpus(
+    corpus: Corpus, *, error: str | None = None, status: int = 200, form: dict | None = None
+):
     session = db.session()
     preview = session.scalar(  # characters, or on SQLite possibly the UTF-8 bytes: 4 per char
         select(func.substr(Corpus.text, 1, PREVIEW_CHARS * 4)).where(Corpus.id == corpus.id)
@@ -193,6 +194,7 @@ def train(slug: str):
         settings = parse_settings(request.form.to_dict())
         job_id = get_runner().submit(corpus.id, settings)
     except UserError as exc:
-        return render_corpus(corpus, error=exc.message, status=exc.status,
-                             form=request.form.to_dict())
+        return render_corpus(
+            corpus, error=exc.message, status=exc.status, form=request.form.to_dict()
+        )
     return redirect(url_for("jobs.show", slug=corpus.slug, job_id=job_id), code=303)
