@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import time
 from array import array
+from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -142,7 +143,7 @@ class _Corpus:
         # gets a key with k - 1 on the right, and one with a barrier on its left a negative key.
         self.k = k = top_id + 1
         self.kk = k * k  # heap key = -count * kk + pair key
-        self.tok, self.wt = _lay_out(sequences)
+        self.tok, self.weights = _lay_out(sequences)
         self.nxt = array("i", range(1, len(self.tok) + 1))  # nxt[p]: where the next token starts
         self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the previous one starts
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
@@ -152,7 +153,11 @@ class _Corpus:
 
     def _weight(self, where: array) -> int:
         """The total weight of the pairs starting at these positions."""
-        return len(where) if self.wt is None else sum(map(self.wt.__getitem__, where))
+        weights = self.weights
+        if not weights:
+            return len(where)
+        heavy = bisect_left(where, len(weights))  # where is ascending
+        return len(where) - heavy + sum(map(weights.__getitem__, where[:heavy]))
 
     def _track(self, floor: int) -> None:
         """Count every live pair from scratch and track those counted at least floor times."""
@@ -277,7 +282,7 @@ class _Corpus:
             self.kk,
             self.floor,
         )
-        wt = self.wt
+        weight = self._weight
         for side, buckets in ((0, by_left), (1, by_right)):
             for other, where in buckets.items():
                 if other < 0 or (side and other == c):
@@ -288,7 +293,7 @@ class _Corpus:
                     gone, key = b * k + a, c * k + c
                 else:
                     gone, key = other * k + a, other * k + c
-                count = len(where) if wt is None else sum(map(wt.__getitem__, where))
+                count = weight(where)
                 before = counts.get(gone)  # None: untracked, or (a, b) itself
                 if before is not None:
                     counts[gone] = before - count
@@ -310,19 +315,28 @@ class _Pass:
         self.right_ids = array("i")  # the id right of it when it merged
 
 
-def _lay_out(sequences: Sequence[tuple[Sequence[int], int]]) -> tuple[list[int], array | None]:
-    """All sequences end to end between barriers, and each position's weight (None: all 1)."""
+def _lay_out(sequences: Sequence[tuple[Sequence[int], int]]) -> tuple[list[int], array]:
+    """All sequences end to end between barriers, and the weights of the heavy ones.
+
+    Sequences of weight above 1 come first and their positions' weights are kept; those of
+    weight 1 (most of them in natural text) follow from position len(weights) on, where no
+    weight needs looking up. Order does not matter: no pair crosses a barrier, and ties are
+    broken by ids, never by position.
+    """
     tok = [BARRIER]  # a list: CPython indexes lists faster than arrays, and ids are shared
-    weights = [weight for ids, weight in sequences if len(ids) >= 2]
-    wt = None if all(w == 1 for w in weights) else array("Q", [0])
+    weights = array("Q", [0])  # position -> weight, for positions before the light ones
     for ids, weight in sequences:
-        if len(ids) < 2:
-            continue  # a lone token holds no pair and can never change
-        tok.extend(ids)
-        tok.append(BARRIER)
-        if wt is not None:
-            wt.extend(repeat(weight, len(ids) + 1))
-    return tok, wt
+        if weight > 1 and len(ids) >= 2:
+            tok.extend(ids)
+            tok.append(BARRIER)
+            weights.extend(repeat(weight, len(ids) + 1))
+    if len(weights) == 1:
+        del weights[0]  # all weights are 1
+    for ids, weight in sequences:
+        if weight == 1 and len(ids) >= 2:  # a lone token holds no pair and never changes
+            tok.extend(ids)
+            tok.append(BARRIER)
+    return tok, weights
 
 
 def _live_pairs(tok: array, nxt: array, k: int) -> dict[int, array]:

@@ -12,8 +12,9 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from bpe.chunk_counts import count_chunks
 from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
-from bpe.patterns import compile_pattern, resolve_pattern
+from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
 from bpe.training_types import MergeRecord, ProgressFn, StopFn
 
@@ -56,7 +57,7 @@ def train(
 
     alphabet: list[str] | None = None
     if mode == "naive":
-        sequences: list[tuple[list[int], int]] = [(list(text.encode("utf-8")), 1)]
+        sequences: Sequence[tuple[Sequence[int], int]] = [(text.encode("utf-8"), 1)]
     elif mode == "chunked":
         sequences = chunk_sequences(text, split_regex or "")
     else:
@@ -124,10 +125,10 @@ def run_trainer(
     )
 
 
-def chunk_sequences(text: str, pattern: str) -> list[tuple[list[int], int]]:
-    """Distinct chunks as byte-id lists, each with how often it occurs (first-seen order)."""
-    counts = Counter(m.group() for m in compile_pattern(pattern).finditer(text))
-    return [(list(chunk.encode("utf-8")), n) for chunk, n in counts.items() if chunk]
+def chunk_sequences(text: str, pattern: str) -> list[tuple[bytes, int]]:
+    """Distinct chunks as bytes (byte ids), each with how often it occurs (first-seen order)."""
+    counts = count_chunks(text, pattern)
+    return [(chunk.encode("utf-8"), n) for chunk, n in counts.items() if chunk]
 
 
 def word_sequences(text: str) -> tuple[list[str], list[tuple[list[int], int]]]:

@@ -8,6 +8,7 @@ the hard cases and on slices of the real corpora when they are present.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,10 @@ from hypothesis import strategies as st
 
 import bpe
 import bpe.efficient
+from bpe import chunk_counts
+from bpe.chunk_counts import count_chunks
 from bpe.efficient import train_efficient
+from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, compile_pattern
 from bpe.reference import train_reference
 from tests.strategies import HARD_PIECES, TEXTS
 
@@ -186,3 +190,34 @@ def test_progress_without_monkeypatching_still_reports_the_end():
     seen: list[bpe.Progress] = []
     tok = bpe.train("abcabcabd", vocab_size=258, mode="naive", progress=seen.append)
     assert seen and seen[-1].merges_done == len(tok.merges) == 2
+
+
+# ----- counting chunks fast ---------------------------------------------------------------------
+def plain_chunk_counts(text: str, pattern: str) -> list[tuple[str, int]]:
+    counts = Counter(m.group() for m in compile_pattern(pattern).finditer(text))
+    return list(counts.items())
+
+
+@settings(max_examples=80, deadline=None)
+@given(text=st.one_of(TEXTS, RUNS), pattern=st.sampled_from([GPT4_PATTERN, GPT2_PATTERN]))
+def test_property_chunk_counts_match_one_piece(text, pattern):
+    text = text * 3
+    assert list(count_chunks(text, pattern).items()) == plain_chunk_counts(text, pattern)
+    # Tiny blocks, so the cuts land at every safe cut there is.
+    in_blocks = chunk_counts._count_in_blocks(text, block_chars=1)
+    assert list(in_blocks.items()) == plain_chunk_counts(text, GPT4_PATTERN)
+
+
+def test_chunk_counts_with_a_helper_process_match_one_piece(monkeypatch):
+    monkeypatch.setattr(chunk_counts, "PARALLEL_MIN_CHARS", 10)
+    text = "The cat sat.\n  Then it ran!\n\n\nDone 12345 times\r\nEnd " * 50
+    assert list(count_chunks(text, GPT4_PATTERN).items()) == plain_chunk_counts(text, GPT4_PATTERN)
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize("name", CORPORA)
+def test_corpus_slice_chunk_counts_match_one_piece(name, monkeypatch):
+    monkeypatch.setattr(chunk_counts, "PARALLEL_MIN_CHARS", 1000)
+    monkeypatch.setattr(chunk_counts, "_BLOCK_CHARS", 4096)
+    text = corpus_slice(name)
+    assert list(count_chunks(text, GPT4_PATTERN).items()) == plain_chunk_counts(text, GPT4_PATTERN)
