@@ -10,7 +10,7 @@ from sqlalchemy import inspect
 from webapp import db
 from webapp.models import Base
 
-TABLES = {"corpora", "tokenizers", "merges", "vocab_entries", "training_jobs"}
+TABLES = {"corpora", "tokenizers", "merges", "vocab_entries", "training_jobs", "playground_shares"}
 
 
 def _tables(database: db.Database) -> set[str]:

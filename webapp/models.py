@@ -186,3 +186,22 @@ class TrainingJob(Base):
         if not self.merges_target:
             return 100 if self.status == "succeeded" else 0
         return min(100, int(100 * self.merges_done / self.merges_target))
+
+
+class PlaygroundShare(Base):
+    """The encode playground's text and view state behind a share link."""
+
+    __tablename__ = "playground_shares"
+    __table_args__ = (
+        Index("ix_playground_shares_tokenizer_digest", "tokenizer_id", "digest", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
+    # Bytes, not Text: PostgreSQL text cannot hold NUL, and pasted text may contain it.
+    text_utf8: Mapped[bytes] = mapped_column(LargeBinary)
+    view: Mapped[str] = mapped_column(String(8))  # "text" or "ids"
+    options: Mapped[str] = mapped_column(Text)  # JSON: whitespace, invalid, specials
+    digest: Mapped[str] = mapped_column(String(64))  # sha256 of text + view state
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

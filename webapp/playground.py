@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, Index, Integer, String, Text, select
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from webapp.models import Base, utcnow
+from webapp.models import PlaygroundShare
 from webapp.slugs import new_slug
 from webapp.token_display import INVALID_RULES, InvalidRule
 
@@ -26,22 +25,6 @@ DEFAULT_MAX_BYTES = 50_000  # playground text; config PLAYGROUND_MAX_BYTES overr
 
 class TextTooLarge(ValueError):
     """Playground or API text over the limit; answered with 413 and the limit."""
-
-
-class PlaygroundShare(Base):
-    __tablename__ = "playground_shares"
-    __table_args__ = (
-        Index("ix_playground_shares_tokenizer_digest", "tokenizer_id", "digest", unique=True),
-    )
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    slug: Mapped[str] = mapped_column(String(64), unique=True)
-    tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
-    text: Mapped[str] = mapped_column(Text)
-    view: Mapped[str] = mapped_column(String(8))  # "text" or "ids"
-    options: Mapped[str] = mapped_column(Text)  # JSON: whitespace, invalid, specials
-    digest: Mapped[str] = mapped_column(String(64))  # sha256 of text + view state
-    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
 @dataclass(frozen=True)
@@ -108,7 +91,7 @@ def save_share(session: Session, *, tokenizer_id: int, text: str, display: Displ
     share = PlaygroundShare(
         slug=new_slug(),
         tokenizer_id=tokenizer_id,
-        text=text,
+        text_utf8=text.encode("utf-8"),
         view=display.view,
         options=json.dumps(options),
         digest=digest,
@@ -134,4 +117,4 @@ def load_share(session: Session, *, tokenizer_id: int, slug: str) -> tuple[str, 
         invalid=invalid if invalid in INVALID_RULES else "group",
         specials=bool(options.get("specials", True)),
     )
-    return share.text, display
+    return share.text_utf8.decode("utf-8"), display

@@ -25,7 +25,7 @@ def upgrade() -> None:
             sa.ForeignKey("tokenizers.id", ondelete="CASCADE"),
             nullable=False,
         ),
-        sa.Column("text", sa.Text, nullable=False),
+        sa.Column("text_utf8", sa.LargeBinary, nullable=False),
         sa.Column("view", sa.String(8), nullable=False),
         sa.Column("options", sa.Text, nullable=False),
         sa.Column("digest", sa.String(64), nullable=False),
