@@ -85,6 +85,8 @@ def _encode_with_heap(ids: list[int], ranks: dict[tuple[int, int], int]) -> list
             alive[j] = 0
             k = nxt[j]
             nxt[i] = k
+            # Filing the two new neighbour pairs is written out twice rather than through a
+            # helper: a call per merge costs more than the rest of the loop body.
             if k < n:
                 prv[k] = i
                 new_rank = get((rank, symbol[k]))
