@@ -19,13 +19,14 @@ the pair counts live and touches only the places a merge changes.
 from __future__ import annotations
 
 import heapq
+import sys
 import time
 from array import array
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from functools import partial
-from itertools import compress, islice, repeat
+from itertools import accumulate, compress, islice, repeat
 from operator import add, eq, mul
 
 from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
@@ -64,10 +65,9 @@ def train_efficient(
     total = sum(len(ids) * weight for ids, weight in kept)
     top_id = max([first_id + max_merges] + [max(ids) + 1 for ids, _ in kept if len(ids)])
     corpus = _Corpus(kept, top_id, min_frequency)
-    clock = _Clock(max_merges, total, progress, should_stop)
-    clock.check()
-
     records: list[MergeRecord] = []
+    clock = _Clock(max_merges, records, progress, should_stop)
+    clock.check()
     for new_id in range(first_id, first_id + max_merges):
         best = corpus.pop_best()
         if best is None:
@@ -75,54 +75,50 @@ def train_efficient(
         left, right, count = best
         total -= corpus.merge(left, right, new_id, clock.tick)
         records.append(MergeRecord(left, right, new_id, count, total))
-        clock.merged(records[-1])
+        clock.tick()
     clock.finish()
     return records
 
 
 class _Clock:
-    """Calls progress and should_stop when at least _REPORT_EVERY seconds have passed."""
+    """Calls should_stop and progress once at least _REPORT_EVERY seconds have passed."""
 
     def __init__(
         self,
         target: int,
-        total: int,
+        records: list[MergeRecord],
         progress: ProgressFn | None,
         should_stop: StopFn | None,
     ) -> None:
+        self.target = target
+        self.records = records  # the run so far: the last record is the state to report
         self.progress = progress
         self.should_stop = should_stop
-        self.state = Progress(0, target, None, 0, total)
-        self.next_report = 0.0
-        self.reported: Progress | None = None
-
-    def merged(self, record: MergeRecord) -> None:
-        pair = (record.left, record.right)
-        self.state = self.state._replace(
-            merges_done=self.state.merges_done + 1,
-            pair=pair,
-            count=record.count,
-            total_tokens=record.tokens_after,
-        )
-        self.tick()
+        self.next_check = 0.0
+        self.reported = 0  # merges done at the last report
 
     def tick(self) -> None:
-        if time.perf_counter() >= self.next_report:
+        if time.perf_counter() >= self.next_check:
             self.check()
 
     def check(self) -> None:
         if self.should_stop is not None and self.should_stop():
-            raise TrainingCancelled(self.state.merges_done)
-        if self.progress is not None and self.state.merges_done:
-            self.progress(self.state)
-            self.reported = self.state
-        self.next_report = time.perf_counter() + _REPORT_EVERY
+            raise TrainingCancelled(len(self.records))
+        if self.progress is not None and self.records:
+            self._report()
+        self.next_check = time.perf_counter() + _REPORT_EVERY
 
     def finish(self) -> None:
-        """The final state, unless the last tick just reported it."""
-        state = self.state
-        if self.progress is not None and state.merges_done and self.reported is not state:
-            self.progress(state)
+        """Report the final state, unless the last report was of it."""
+        if self.progress is not None and self.records and self.reported != len(self.records):
+            self._report()
+
+    def _report(self) -> None:
+        assert self.progress is not None
+        last = self.records[-1]
+        pair = (last.left, last.right)
+        self.progress(Progress(len(self.records), self.target, pair, last.count, last.tokens_after))
+        self.reported = len(self.records)
 
 
 class _Corpus:
@@ -143,13 +139,24 @@ class _Corpus:
         # gets a key with k - 1 on the right, and one with a barrier on its left a negative key.
         self.k = k = top_id + 1
         self.kk = k * k  # heap key = -count * kk + pair key
-        self.tok, self.weights = _lay_out(sequences)
+        ordered, self.weights = _order(sequences)
+        layout = _byte_layout(ordered)
+        if layout is None:
+            self.tok = _id_layout(ordered)
+        else:
+            self.tok = list(layout)  # a list: CPython indexes lists faster than arrays
+            for p in accumulate(len(ids) + 1 for ids in ordered):
+                self.tok[p] = BARRIER
+            self.tok[0] = BARRIER
         self.nxt = array("i", range(1, len(self.tok) + 1))  # nxt[p]: where the next token starts
         self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the previous one starts
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
         self.positions: dict[int, array] = {}  # pair key -> where it starts (some stale)
         self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts
-        self._track(self.floor)
+        if layout is None:
+            self._track(self.floor, _live_pairs(self.tok, self.nxt, k))
+        else:
+            self._track(self.floor, _byte_pairs(layout, k))
 
     def _weight(self, where: array) -> int:
         """The total weight of the pairs starting at these positions."""
@@ -159,12 +166,13 @@ class _Corpus:
         heavy = bisect_left(where, len(weights))  # where is ascending
         return len(where) - heavy + sum(map(weights.__getitem__, where[:heavy]))
 
-    def _track(self, floor: int) -> None:
-        """Count every live pair from scratch and track those counted at least floor times."""
+    def _track(self, floor: int, pairs: dict[int, array]) -> None:
+        """Count every live pair (pair key -> where it starts) from scratch and track those
+        counted at least floor times."""
         self.floor = floor
         self.counts, self.positions, self.heap = {}, {}, []
         kk = self.kk
-        for key, where in _live_pairs(self.tok, self.nxt, self.k).items():
+        for key, where in pairs.items():
             count = self._weight(where)
             if count >= floor:
                 self.counts[key] = count
@@ -198,7 +206,7 @@ class _Corpus:
                 return key // self.k, key % self.k, count
             if self.floor <= min_frequency:
                 return None
-            self._track(min_frequency)
+            self._track(min_frequency, _live_pairs(self.tok, self.nxt, self.k))
 
     def _compact(self, key: int, live: int) -> None:
         """Drop stale positions once they outnumber the live ones (live >= live positions), so
@@ -224,9 +232,12 @@ class _Corpus:
         where = self.positions.pop(pair_key)
         del self.counts[pair_key]
         done = _Pass()
-        for start in range(0, len(where), _SLICE):
-            self._relink(where[start : start + _SLICE], a, b, c, done)
-            tick()
+        if len(where) <= _SLICE:
+            self._relink(where, a, b, c, done)
+        else:
+            for start in range(0, len(where), _SLICE):
+                self._relink(where[start : start + _SLICE], a, b, c, done)
+                tick()
         self._recount(a, b, c, done)
         return self._weight(done.merged)
 
@@ -275,32 +286,45 @@ class _Corpus:
             still = map(eq, map(tok.__getitem__, map(nxt.__getitem__, where)), repeat(a))
             by_right[a] = array("I", compress(where, still))
 
-        counts, positions, heap, kk, floor = (
+        ck = c * k
+        changes = [  # (gone pair key, new pair key, where the new pairs start)
+            (b * k + a if other == c else other * k + a, other * k + c, where)
+            for other, where in by_left.items()
+        ]
+        by_right.pop(c, None)
+        changes += [(b * k + other, ck + other, where) for other, where in by_right.items()]
+        self._apply(changes)
+
+    def _apply(self, changes: list[tuple[int, int, array]]) -> None:
+        """For each (gone pair key, new pair key, where the new pairs start): move the weight
+        of where from the gone pair to the new one, and track the new one if common enough.
+        New keys with a barrier (negative, or k - 1 on the right) are skipped."""
+        counts, positions, heap, kk, floor, k = (
             self.counts,
             self.positions,
             self.heap,
             self.kk,
             self.floor,
+            self.k,
         )
-        weight = self._weight
-        for side, buckets in ((0, by_left), (1, by_right)):
-            for other, where in buckets.items():
-                if other < 0 or (side and other == c):
-                    continue  # a barrier, or the next c's left side
-                if side:
-                    gone, key = b * k + other, c * k + other
-                elif other == c:
-                    gone, key = b * k + a, c * k + c
-                else:
-                    gone, key = other * k + a, other * k + c
-                count = weight(where)
-                before = counts.get(gone)  # None: untracked, or (a, b) itself
-                if before is not None:
-                    counts[gone] = before - count
-                if count >= floor:
-                    counts[key] = count
-                    positions[key] = where
-                    heapq.heappush(heap, -count * kk + key)
+        weights = self.weights
+        light = len(weights)  # positions from here on weigh 1
+        get = counts.get
+        push = heapq.heappush
+        for gone, key, where in changes:
+            count = len(where)
+            if not count or key < 0 or key % k == k - 1:
+                continue
+            if light and where[0] < light:
+                heavy = bisect_left(where, light)
+                count += sum(map(weights.__getitem__, where[:heavy])) - heavy
+            before = get(gone)  # None: untracked, or (a, b) itself
+            if before is not None:
+                counts[gone] = before - count
+            if count >= floor:
+                counts[key] = count
+                positions[key] = where
+                push(heap, -count * kk + key)
 
 
 class _Pass:
@@ -315,28 +339,61 @@ class _Pass:
         self.right_ids = array("i")  # the id right of it when it merged
 
 
-def _lay_out(sequences: Sequence[tuple[Sequence[int], int]]) -> tuple[list[int], array]:
-    """All sequences end to end between barriers, and the weights of the heavy ones.
+def _order(
+    sequences: Sequence[tuple[Sequence[int], int]],
+) -> tuple[list[Sequence[int]], array]:
+    """The sequences worth laying out, heavy ones first, and the weights of their positions.
 
-    Sequences of weight above 1 come first and their positions' weights are kept; those of
-    weight 1 (most of them in natural text) follow from position len(weights) on, where no
+    Sequences of weight above 1 come first and each of their positions' weight is kept; those
+    of weight 1 (most of them in natural text) follow from position len(weights) on, where no
     weight needs looking up. Order does not matter: no pair crosses a barrier, and ties are
-    broken by ids, never by position.
+    broken by ids, never by position. A lone token holds no pair and never changes: left out.
     """
-    tok = [BARRIER]  # a list: CPython indexes lists faster than arrays, and ids are shared
-    weights = array("Q", [0])  # position -> weight, for positions before the light ones
-    for ids, weight in sequences:
-        if weight > 1 and len(ids) >= 2:
-            tok.extend(ids)
-            tok.append(BARRIER)
-            weights.extend(repeat(weight, len(ids) + 1))
-    if len(weights) == 1:
-        del weights[0]  # all weights are 1
-    for ids, weight in sequences:
-        if weight == 1 and len(ids) >= 2:  # a lone token holds no pair and never changes
-            tok.extend(ids)
-            tok.append(BARRIER)
-    return tok, weights
+    heavy = [(ids, weight) for ids, weight in sequences if weight > 1 and len(ids) >= 2]
+    weights = array("Q", [0] if heavy else [])  # position -> weight, before the light ones
+    for ids, weight in heavy:
+        weights.extend(repeat(weight, len(ids) + 1))
+    light = [ids for ids, weight in sequences if weight == 1 and len(ids) >= 2]
+    return [ids for ids, _ in heavy] + light, weights
+
+
+def _id_layout(ordered: list[Sequence[int]]) -> list[int]:
+    """All sequences end to end, with a barrier before, between and after them."""
+    tok = [BARRIER]
+    for ids in ordered:
+        tok.extend(ids)
+        tok.append(BARRIER)
+    return tok
+
+
+def _byte_layout(ordered: list[Sequence[int]]) -> bytes | None:
+    """The same as bytes with 0xFF as the barrier, if every sequence is bytes without 0xFF
+    (UTF-8 never holds it), else None."""
+    if not all(isinstance(ids, bytes) for ids in ordered):
+        return None
+    layout = b"\xff" + b"\xff".join(ordered) + b"\xff"  # type: ignore[arg-type]
+    return layout if layout.count(b"\xff") == len(ordered) + 1 else None
+
+
+def _byte_pairs(layout: bytes, k: int) -> dict[int, array]:
+    """Pair key -> every position where the pair starts, ascending, for a byte layout.
+
+    Each pair is read as one 16-bit word, so bucketing runs in C without a key computation:
+    words at even positions first, then at odd ones, then each bucket is merged in order.
+    """
+    n = len(layout) - 1  # pairs start at 0 .. n - 1
+    buckets: defaultdict[int, array] = defaultdict(_new_positions)
+    for first in (0, 1):
+        count = (n - first + 1) // 2
+        words = memoryview(layout)[first : first + 2 * count].cast("H")
+        deque(map(array.append, map(buckets.__getitem__, words), range(first, n, 2)), 0)
+    little = sys.byteorder == "little"
+    pairs: dict[int, array] = {}
+    for word, where in buckets.items():
+        left, right = (word & 0xFF, word >> 8) if little else (word >> 8, word & 0xFF)
+        if left != 0xFF and right != 0xFF:
+            pairs[left * k + right] = array("I", sorted(where))
+    return pairs
 
 
 def _live_pairs(tok: array, nxt: array, k: int) -> dict[int, array]:

@@ -92,6 +92,21 @@ def test_weights_and_barriers_between_sequences():
 
 
 # ----- properties ---------------------------------------------------------------------------------
+@settings(max_examples=100, deadline=None)
+@given(
+    sequences=st.lists(
+        st.tuples(st.lists(st.sampled_from([0, 1, 254, 255]), max_size=14), st.integers(0, 4)),
+        max_size=6,
+    ),
+    max_merges=st.integers(0, 20),
+)
+def test_property_engine_on_bytes_equals_reference(sequences, max_merges):
+    # Bytes take the fast layout unless a 0xFF (never in UTF-8) forces the general one.
+    as_bytes = [(bytes(ids), weight) for ids, weight in sequences]
+    kwargs = {"first_id": 256, "max_merges": max_merges}
+    assert train_efficient(as_bytes, **kwargs) == train_reference(sequences, **kwargs)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     sequences=st.lists(
