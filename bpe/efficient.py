@@ -3,15 +3,18 @@
 What it adds over `bpe.reference`: instead of recounting every pair after every merge, it keeps
 the pair counts live and touches only the places a merge changes.
 
-- All sequences are laid end to end in one array, with a barrier between them, so one engine
-  serves every mode; each position carries its sequence's weight.
+- All sequences are laid end to end, with a barrier between them, so one engine serves every
+  mode. Sequences weighing more than 1 come first and keep a weight per position; the rest
+  (most of them, in natural text) need no weight look-up at all.
 - `tok[p]` is the id of the token that starts at position p (DEAD inside a merged token,
   BARRIER between sequences); `nxt`/`prv` link each live token to its neighbours, so checking
   an occurrence and finding its neighbours is O(1) (seed 004's segment-status array, as links).
-- `counts` holds every pair's live weighted count; `positions` the start positions where each
-  pair was ever seen (stale entries are skipped when read, and compacted away).
+- `counts` holds the live weighted count of every tracked pair, `positions` where each starts
+  (ascending; stale entries are skipped when read and compacted away once they dominate).
 - A lazy max-heap holds (count, pair) entries; counts only fall after a pair is pushed, so an
   entry popped whose count still matches the live count is the true best pair.
+- A merge's hot loop only relinks tokens and notes the neighbours; the counts then change once
+  per distinct neighbour, in bulk (`_Corpus._recount`).
 - Overlaps: `a a a` holds (a, a) twice, and a merge of (a, a) walks its positions in order so it
   cuts runs left to right, as `reference.merge_pair` does (seed 004 prefers right to left).
 """
@@ -38,6 +41,10 @@ _new_positions = partial(array, "I")
 _REPORT_EVERY = 0.05
 # Pairs rarer than this are not tracked until training gets down to them (see _Corpus).
 _FLOOR = 4
+# Stale positions are compacted away only while the lists hold more than this many positions
+# per corpus position, and only from lists longer than _SHORT.
+_STORED_PER_POSITION = 2
+_SHORT = 1024
 # A long merge pass is walked in slices this long so progress and stop stay timely.
 _SLICE = 16_384
 
@@ -171,12 +178,14 @@ class _Corpus:
         counted at least floor times."""
         self.floor = floor
         self.counts, self.positions, self.heap = {}, {}, []
+        self.stored = 0  # positions held in all lists
         kk = self.kk
         for key, where in pairs.items():
             count = self._weight(where)
             if count >= floor:
                 self.counts[key] = count
                 self.positions[key] = where
+                self.stored += len(where)
                 self.heap.append(-count * kk + key)
         heapq.heapify(self.heap)
 
@@ -195,10 +204,11 @@ class _Corpus:
                     # The count fell since this entry was pushed: push it back at its live count.
                     if live >= min_frequency:
                         heapq.heapreplace(heap, -live * kk + key)
+                        self._compact(key, live)
                     else:
                         heapq.heappop(heap)
                         counts.pop(key, None)
-                        self.positions.pop(key, None)
+                        self.stored -= len(self.positions.pop(key, ()))
                     continue
                 if live < self.floor:
                     break  # an untracked pair might tie or beat it
@@ -209,17 +219,20 @@ class _Corpus:
             self._track(min_frequency, _live_pairs(self.tok, self.nxt, self.k))
 
     def _compact(self, key: int, live: int) -> None:
-        """Drop stale positions once they outnumber the live ones (live >= live positions), so
-        memory stays O(corpus)."""
+        """Drop a pair's stale positions once they are most of its list (a count is at least
+        the number of live positions), while the lists hold more than twice as many positions
+        as the corpus. Without it they could reach three times (each merged occurrence records
+        two), so this caps memory at little cost: on natural text it rarely has to run."""
         where = self.positions[key]
-        if len(where) < 2 * live + 64:
+        if self.stored <= _STORED_PER_POSITION * len(self.tok) or len(where) < 2 * live + _SHORT:
             return
         tok, nxt = self.tok, self.nxt
         left, right = divmod(key, self.k)
-        where = compress(where, map(eq, map(tok.__getitem__, where), repeat(left)))
-        where = array("I", where)
-        starts = map(tok.__getitem__, map(nxt.__getitem__, where))
-        self.positions[key] = array("I", compress(where, map(eq, starts, repeat(right))))
+        lefts_ok = array("I", compress(where, map(eq, map(tok.__getitem__, where), repeat(left))))
+        starts = map(tok.__getitem__, map(nxt.__getitem__, lefts_ok))
+        kept = array("I", compress(lefts_ok, map(eq, starts, repeat(right))))
+        self.positions[key] = kept
+        self.stored -= len(where) - len(kept)
 
     def merge(self, a: int, b: int, c: int, tick: Callable[[], None]) -> int:
         """Replace every occurrence of (a, b) with c, left to right; return the weight merged.
@@ -230,6 +243,7 @@ class _Corpus:
         """
         pair_key = a * self.k + b
         where = self.positions.pop(pair_key)
+        self.stored -= len(where)
         del self.counts[pair_key]
         done = _Pass()
         if len(where) <= _SLICE:
@@ -311,6 +325,7 @@ class _Corpus:
         light = len(weights)  # positions from here on weigh 1
         get = counts.get
         push = heapq.heappush
+        stored = 0
         for gone, key, where in changes:
             count = len(where)
             if not count or key < 0 or key % k == k - 1:
@@ -324,7 +339,9 @@ class _Corpus:
             if count >= floor:
                 counts[key] = count
                 positions[key] = where
+                stored += len(where)
                 push(heap, -count * kk + key)
+        self.stored += stored
 
 
 class _Pass:

@@ -133,6 +133,14 @@ def test_property_train_equals_reference_in_every_mode(text, merges, mode, min_f
     assert_same_training(text, mode, merges, min_frequency)
 
 
+def test_compacting_stale_positions_changes_nothing(monkeypatch):
+    monkeypatch.setattr(bpe.efficient, "_STORED_PER_POSITION", 0)  # compact whenever stale
+    monkeypatch.setattr(bpe.efficient, "_SHORT", 0)
+    text = "the cat sat on the mat, the rat ate the hat; " * 20 + "aaaaaaa bababab " * 10
+    for mode in MODES:
+        assert_same_training(text, mode, merges=60)
+
+
 # ----- the real corpora ---------------------------------------------------------------------------
 def corpus_slice(name: str) -> str:
     """SLICE_BYTES from the middle of a corpus, cut at character boundaries."""
