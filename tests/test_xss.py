@@ -71,7 +71,7 @@ def check_page(html: str, where: str) -> None:
             if name.startswith("hx-"):
                 assert name in OUR_HTMX, (where, name)
                 if name in ("hx-get", "hx-post"):
-                    assert value.startswith("/t/"), (where, value)
+                    assert value.startswith(("/t/", "/compare/")), (where, value)
                     hx_attributes += 1
     # every `hx-get=`/`hx-post=` in the source is one of the attributes counted above
     assert html.count("hx-get=") + html.count("hx-post=") == hx_attributes, where
@@ -107,6 +107,14 @@ def render_everything(client, slug: str, tok: bpe.Tokenizer, text: str) -> None:
     get(f"/t/{slug}/merges?q={text[2:6]}", headers={"HX-Request": "true"})
     for token_id in range(tok.base_size, tok.vocab_size):
         get(f"/t/{slug}/token/{token_id}")
+    # the compare page shows tokens too: merges, overlap and the shared text box
+    get(f"/compare/{slug}/{slug}?per_page=200")
+    post(f"/compare/{slug}/{slug}/encode", {"text": text + SPECIAL, "ws": "1"})
+    post(
+        f"/compare/{slug}/{slug}/encode",
+        {"text": text, "invalid": "hex"},
+        headers={"HX-Request": "true"},
+    )
 
 
 @settings(

@@ -1,0 +1,241 @@
+"""What the compare page computes about two tokenisers: which compresses better, how their
+learned vocabularies overlap, which learned tokens cross a GPT-4 chunk boundary, and the
+geometry of the compression-curve plot.
+
+Everything here works on `bpe.Tokenizer` objects (as `convert.load_tokenizer` rebuilds them,
+cached) and plain numbers; nothing imports Flask, so it is tested without a request.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import bpe
+from bpe import GPT4_PATTERN, split_chunks
+
+MAX_CURVE_POINTS = 300  # per series; a 50,000-merge curve is drawn from every 167th merge
+TokenKey = tuple[bytes, bool]  # (token bytes, ends a word): the same token on both sides
+
+
+# ----- which compresses better -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """`winner` is "a", "b" or None (a tie); `fewer` tokens, `percent` of the loser's count."""
+
+    winner: str | None
+    fewer: int
+    percent: float
+
+
+def verdict(tokens_a: int, tokens_b: int) -> Verdict:
+    """Fewer tokens for the same text is better compression.
+
+    >>> verdict(715, 733)
+    Verdict(winner='a', fewer=18, percent=2.4556616643929057)
+    """
+    if tokens_a == tokens_b:
+        return Verdict(None, 0, 0.0)
+    winner = "a" if tokens_a < tokens_b else "b"
+    loser = max(tokens_a, tokens_b)
+    fewer = abs(tokens_a - tokens_b)
+    return Verdict(winner, fewer, 100 * fewer / loser if loser else 0.0)
+
+
+# ----- learned tokens: overlap and chunk crossings -----------------------------------------------
+def learned_tokens(tok: bpe.Tokenizer) -> dict[TokenKey, tuple[int, int]]:
+    """Each merged token's key -> (its id, the pair count when it was learned).
+
+    Base bytes (or words mode's characters) and special tokens are left out: every byte-level
+    tokeniser has the same 256 bytes, and counting them would only blur the overlap.
+    """
+    counts = tok.training.merge_counts if tok.training is not None else [0] * len(tok.merges)
+    out: dict[TokenKey, tuple[int, int]] = {}
+    for rank, (_, _, new_id) in enumerate(tok.merges):
+        key = (tok.token_bytes(new_id), tok.ends_word(new_id))
+        out.setdefault(key, (new_id, counts[rank]))
+    return out
+
+
+@dataclass(frozen=True)
+class Overlap:
+    both: int
+    only_a: int
+    only_b: int
+    top_only_a: list[int]  # ids in A, most frequent pair first
+    top_only_b: list[int]
+
+
+def overlap(tok_a: bpe.Tokenizer, tok_b: bpe.Tokenizer, *, top: int = 12) -> Overlap:
+    learned_a, learned_b = learned_tokens(tok_a), learned_tokens(tok_b)
+    only_a = [v for k, v in learned_a.items() if k not in learned_b]
+    only_b = [v for k, v in learned_b.items() if k not in learned_a]
+
+    def most_frequent(entries: list[tuple[int, int]]) -> list[int]:
+        return [token_id for token_id, _ in sorted(entries, key=lambda e: (-e[1], e[0]))[:top]]
+
+    return Overlap(
+        both=len(learned_a.keys() & learned_b.keys()),
+        only_a=len(only_a),
+        only_b=len(only_b),
+        top_only_a=most_frequent(only_a),
+        top_only_b=most_frequent(only_b),
+    )
+
+
+def crosses_chunk_boundary(data: bytes, pattern: str = GPT4_PATTERN) -> bool:
+    """Would the pattern cut this token's text in two? Judged on its whole characters: bytes of
+    a character split off at either end are left out (on their own they match no chunk rule).
+
+    >>> crosses_chunk_boundary(b"t "), crosses_chunk_boundary(b" the"), crosses_chunk_boundary(b"dog.")
+    (True, False, True)
+    """
+    return len(split_chunks(data.decode("utf-8", errors="ignore"), pattern)) > 1
+
+
+def checks_crossings(tok: bpe.Tokenizer) -> bool:
+    """Only tokenisers not trained on GPT-4 chunks can learn tokens that cross them."""
+    return tok.mode != "chunked" or tok.pattern != GPT4_PATTERN
+
+
+_crossing_cache: OrderedDict[tuple[int, str], frozenset[int]] = OrderedDict()
+_crossing_lock = threading.Lock()
+
+
+def crossing_ids(key: tuple[int, str], tok: bpe.Tokenizer) -> frozenset[int]:
+    """Ids of the merged tokens that cross a GPT-4 chunk boundary (cached by the tokeniser's
+    (row id, slug), like `load_tokenizer`: stored tokenisers never change)."""
+    with _crossing_lock:
+        if key in _crossing_cache:
+            _crossing_cache.move_to_end(key)
+            return _crossing_cache[key]
+    found = frozenset()
+    if checks_crossings(tok):
+        found = frozenset(
+            new for _, _, new in tok.merges if crosses_chunk_boundary(tok.token_bytes(new))
+        )
+    with _crossing_lock:
+        _crossing_cache[key] = found
+        while len(_crossing_cache) > 32:
+            _crossing_cache.popitem(last=False)
+    return found
+
+
+# ----- the compression-curve plot ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Series:
+    label: str
+    points: str  # SVG polyline points, "x,y x,y ..."
+    end_x: float
+    end_y: float
+    end_value: str  # the last value, as shown next to the line's end
+
+
+@dataclass(frozen=True)
+class Plot:
+    width: int
+    height: int
+    left: int
+    right: int  # x of the right edge of the plot area
+    top: int
+    bottom: int  # y of the x axis
+    x_ticks: list[tuple[float, str]]
+    y_ticks: list[tuple[float, str]]
+    series: list[Series]
+    y_label: str
+
+
+def curve(initial: int, tokens_after: Sequence[int]) -> list[tuple[int, int]]:
+    """(merges done, tokens in the corpus) from the start to the last merge."""
+    return [(0, initial), *((rank + 1, n) for rank, n in enumerate(tokens_after))]
+
+
+def downsample(points: list[tuple[int, float]], limit: int = MAX_CURVE_POINTS) -> list:
+    """Every k-th point, always keeping the first and the last.
+
+    >>> downsample([(i, i) for i in range(10)], 4)
+    [(0, 0), (3, 3), (6, 6), (9, 9)]
+    """
+    if len(points) <= limit:
+        return points
+    step = math.ceil((len(points) - 1) / (limit - 1))
+    kept = points[::step]
+    return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values (1, 2 or 5 times a power of ten) covering low..high.
+
+    >>> nice_ticks(558, 702)
+    [550.0, 600.0, 650.0, 700.0, 750.0]
+    """
+    if high <= low:
+        high = low + 1
+    raw = (high - low) / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+    first = math.floor(low / step) * step
+    ticks = [first]
+    while ticks[-1] < high:
+        ticks.append(ticks[-1] + step)
+    return [float(t) for t in ticks]
+
+
+def _label(value: float) -> str:
+    return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
+
+
+def curve_plot(
+    curves: Sequence[tuple[str, list[tuple[int, float]]]],
+    *,
+    relative: bool = False,
+    width: int = 720,
+    height: int = 300,
+) -> Plot:
+    """Both curves on one pair of axes; `relative` draws each as % of its starting count
+    (for tokenisers of different corpora, whose raw counts do not share a scale)."""
+    if relative:
+        curves = [
+            (label, [(x, 100 * y / (pts[0][1] or 1)) for x, y in pts]) for label, pts in curves
+        ]
+    curves = [(label, downsample(pts)) for label, pts in curves]
+    left, right, top, bottom = 76, width - 24, 16, height - 48
+    max_x = max(1, *(pts[-1][0] for _, pts in curves))
+    x_ticks = [t for t in nice_ticks(0, max_x) if t <= max_x * 1.0001] or [0.0]
+    y_values = [y for _, pts in curves for _, y in pts]
+    y_ticks = nice_ticks(min(y_values), max(y_values))
+    y_low, y_high = y_ticks[0], y_ticks[-1]
+
+    def sx(x: float) -> float:
+        return round(left + (right - left) * x / max_x, 1)
+
+    def sy(y: float) -> float:
+        return round(bottom - (bottom - top) * (y - y_low) / ((y_high - y_low) or 1), 1)
+
+    series = []
+    for label, pts in curves:
+        last_x, last_y = pts[-1]
+        series.append(
+            Series(
+                label=label,
+                points=" ".join(f"{sx(x)},{sy(y)}" for x, y in pts),
+                end_x=sx(last_x),
+                end_y=sy(last_y),
+                end_value=f"{last_y:.1f}%" if relative else f"{last_y:,.0f}",
+            )
+        )
+    return Plot(
+        width=width,
+        height=height,
+        left=left,
+        right=right,
+        top=top,
+        bottom=bottom,
+        x_ticks=[(sx(t), _label(t)) for t in x_ticks],
+        y_ticks=[(sy(t), _label(t) + ("%" if relative else "")) for t in y_ticks],
+        series=series,
+        y_label="tokens, % of the start" if relative else "tokens in the corpus",
+    )
