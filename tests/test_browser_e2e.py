@@ -1,4 +1,5 @@
-"""End to end in a real headless Chromium: upload -> train -> the job finishes -> tokeniser page.
+"""End to end in a real headless Chromium: upload -> train -> the job finishes -> tokeniser page,
+and upload -> compare naive vs chunked -> both jobs finish -> the compare page.
 
 Drives Debian's /usr/bin/chromium through Playwright (see shared/BROWSER.md); skipped when it
 is not installed.
@@ -75,19 +76,26 @@ def browser(tmp_path_factory):
                 os.environ[key] = value
 
 
-def test_upload_train_and_open_the_tokenizer(live_server, browser):
+def upload(page, live_server: str, name: str, text: str) -> None:
+    """Upload text as a file from the home page and land on its corpus page."""
     from playwright.sync_api import expect
 
-    page = browser.new_page()
     page.goto(live_server + "/")
-    page.fill("#upload-name", "Browser corpus")
-    text = "the cat sat on the mat; the cat ate the rat. 東京 😀\n" * 200
+    page.fill("#upload-name", name)
     page.set_input_files(
         "#upload-file",
         files=[{"name": "cats.txt", "mimeType": "text/plain", "buffer": text.encode()}],
     )
     page.click("form.upload-form button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Browser corpus")
+    expect(page.locator("h1")).to_have_text(name)
+
+
+def test_upload_train_and_open_the_tokenizer(live_server, browser):
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    text = "the cat sat on the mat; the cat ate the rat. 東京 😀\n" * 200
+    upload(page, live_server, "Browser corpus", text)
     expect(page.locator(".corpus-stats")).to_contain_text(f"{len(text.encode()):,}")
 
     page.fill("#train-vocab", "300")
@@ -95,7 +103,7 @@ def test_upload_train_and_open_the_tokenizer(live_server, browser):
     page.click("form.train-form button[type=submit]")
     expect(page.locator("h1")).to_contain_text("Training job")
     # The status fragment polls itself with htmx until the job is done.
-    status = page.locator("#job-status")
+    status = page.locator(".job-status")
     expect(status).to_have_attribute("data-status", "succeeded", timeout=60_000)
     link = status.locator("a[href^='/t/']")
     expect(link).to_be_visible()
@@ -103,6 +111,31 @@ def test_upload_train_and_open_the_tokenizer(live_server, browser):
     page.wait_for_url("**/t/*")
     assert page.url.rsplit("/", 1)[-1] and "/t/" in page.url
     expect(page.locator("body")).to_contain_text("Browser corpus")
+    page.close()
+
+
+def test_compare_naive_vs_chunked_from_the_corpus_page(live_server, browser):
+    from playwright.sync_api import expect
+
+    page = browser.new_page()
+    upload(
+        page,
+        live_server,
+        "Compare corpus",
+        "that cat sat at the mat; it is not what it was.\n" * 100,
+    )
+    page.fill("#compare-vocab", "300")
+    page.select_option("#compare-trainer", "reference")
+    page.click("form.compare-form button[type=submit]")
+    expect(page.locator("h1")).to_contain_text("Naive vs chunked")
+    # Both statuses poll themselves; once both succeeded htmx is sent on to the compare page.
+    page.wait_for_url("**/compare/*/*", timeout=60_000)
+    expect(page.locator("h1")).to_contain_text("naive")
+    expect(page.locator("h1")).to_contain_text("chunked")
+    expect(page.locator(".verdict")).to_contain_text("compresses Compare corpus better")
+    expect(page.locator(".mark-cross").first).to_be_visible()
+    page.fill("#compare-text", "the cat sat")
+    expect(page.locator("#compare-encoded .tokens")).to_have_count(2)
     page.close()
 
 
