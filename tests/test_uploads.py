@@ -323,3 +323,19 @@ def test_large_upload_streams_into_the_row_intact(app, client):
     assert row.char_count == len(text) and row.line_count == 150_000
     page = client.get(f"/c/{row.slug}").get_data(as_text=True)
     assert "línea número ✓ 東京 😀" in page
+
+
+def test_bidi_and_control_characters_never_reach_a_page_raw(app, client):
+    # A right-to-left override in a name could make the page lie about what follows it: the
+    # upload drops such characters, and every page shows names through the `visible` filter.
+    hostile = "evil\u202egnp.exe\x07"
+    response = upload_file(client, b"some text for a corpus", name=hostile)
+    slug = slug_of(response)
+    assert stored(app, slug).name == "evilgnp.exe"
+    pages = [client.get(f"/c/{slug}").get_data(as_text=True), client.get("/").get_data(as_text=True)]
+    for page in pages:
+        assert "\u202e" not in page and "\x07" not in page
+        assert "evilgnp.exe" in page
+    with app.test_request_context():
+        rendered = app.jinja_env.from_string("{{ name|visible }}").render(name=hostile)
+    assert "\u202e" not in rendered and "U+202E" in rendered

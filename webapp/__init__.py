@@ -7,7 +7,6 @@ live in the top-level `templates/` and `static/` folders.
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import click
 from flask import Flask
 
-from webapp import config, db, errors, jobs
+from webapp import config, db, errors, jobs, template_filters
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -39,36 +38,18 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     errors.init_app(app)
-    # Templates link to other areas' pages only once those endpoints exist.
-    app.jinja_env.globals["has_endpoint"] = lambda endpoint: endpoint in app.view_functions
+    template_filters.init_app(app)
 
-    from webapp.views import corpora, home
+    from webapp.views import api, compare, corpora, home, tokenizers
     from webapp.views import jobs as job_views
 
-    app.register_blueprint(home.bp)
-    app.register_blueprint(corpora.bp)
-    app.register_blueprint(job_views.bp)
-
-    # ----- blueprints owned by other areas (tokeniser pages, JSON API, comparisons) --------------
-    # Registered when their module exists, so each area lands on its own schedule.
-    for module_name in ("webapp.views.tokenizers", "webapp.views.api", "webapp.views.compare"):
-        _register_optional(app, module_name)
-    # -----------------------------------------------------------------------------------------
+    for view_module in (home, corpora, job_views, tokenizers, compare, api):
+        app.register_blueprint(view_module.bp)
 
     # A process without the schema (AUTO_MIGRATE off, not upgraded yet) cannot run jobs yet.
     schema_ready = db.current_revision(app.extensions["bpe_db"]) is not None
     jobs.init_app(app, own_jobs=_owns_jobs() and schema_ready)
     return app
-
-
-def _register_optional(app: Flask, module_name: str) -> None:
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise  # the module exists but one of its imports is missing: say so
-        return
-    app.register_blueprint(module.bp)
 
 
 def _owns_jobs() -> bool:

@@ -80,4 +80,3 @@ def init_app(app: Flask) -> None:
     def _server_error(exc: InternalServerError):
         return error_response(500, "An unexpected error happened; it has been logged.")
 
-    app.jinja_env.filters["human_bytes"] = human_bytes

@@ -24,10 +24,8 @@ from flask import (
     request,
     url_for,
 )
-from markupsafe import Markup
 
 import bpe
-from bpe.patterns import pattern_name
 from bpe.token_info import CATEGORIES, merge_tree, token_category
 from webapp import browse, db
 from webapp.convert import load_tokenizer
@@ -42,12 +40,9 @@ from webapp.playground import (
 )
 from webapp.token_display import (
     counts,
-    escape_html,
-    form_value_html,
     token_infos,
     token_view,
     token_views,
-    visible_html,
 )
 
 bp = Blueprint("tokenizers", __name__, url_prefix="/t")
@@ -58,45 +53,6 @@ DOWNLOADS = {
     "tiktoken": "tiktoken rank file + settings, zipped (naive and chunked modes)",
 }
 TREE_DEPTH_LIMIT = 10  # deeper parts of a merge tree are links to the part's own page
-
-
-# ----- template filters (app-wide: any page may show names or user text) ------------------------
-@bp.app_template_filter("esc")
-def esc_filter(text: str | None) -> Markup:
-    """Token text and labels: escaped for text and quoted attributes, `=` included."""
-    return Markup(escape_html(text or ""))
-
-
-@bp.app_template_filter("visible")
-def visible_filter(text: str | None) -> Markup:
-    """User-given text (corpus names, special tokens) with control/bidi characters shown."""
-    return Markup(visible_html(text or ""))
-
-
-@bp.app_template_filter("form_value")
-def form_value_filter(text: str | None) -> Markup:
-    """Text for a textarea or value attribute: escaped, round-trips, nothing raw."""
-    return Markup(form_value_html(text or ""))
-
-
-@bp.app_template_filter("pattern_name")
-def pattern_name_filter(pattern: str | None) -> Markup:
-    """A known split pattern by name (`gpt4`), any other regex in full, escapes visible."""
-    if not pattern:
-        return Markup("")
-    name = pattern_name(pattern)
-    return Markup(visible_html(name)) if name else Markup(visible_html(pattern))
-
-
-@bp.app_template_filter("seconds")
-def seconds_filter(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 120:
-        return f"{value:.1f} s"
-    return f"{value // 60:.0f} min {value % 60:.0f} s"
 
 
 @bp.app_context_processor

@@ -1,0 +1,58 @@
+"""The Jinja filters every template may use: escaping user text, and formatting numbers.
+
+Kept in one module, registered by create_app, so any page (not just the blueprint that
+happens to define a filter) can show a corpus name or a token safely.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+from markupsafe import Markup
+
+from bpe.patterns import pattern_name
+from webapp.errors import human_bytes
+from webapp.token_display import escape_html, form_value_html, visible_html
+
+
+def init_app(app: Flask) -> None:
+    app.jinja_env.filters.update(
+        esc=esc_filter,
+        visible=visible_filter,
+        form_value=form_value_filter,
+        pattern_name=pattern_name_filter,
+        seconds=seconds_filter,
+        human_bytes=human_bytes,
+    )
+
+
+def esc_filter(text: str | None) -> Markup:
+    """Token text and labels: escaped for text and quoted attributes, `=` included."""
+    return Markup(escape_html(text or ""))
+
+
+def visible_filter(text: str | None) -> Markup:
+    """User-given text (corpus names, special tokens) with control/bidi characters shown."""
+    return Markup(visible_html(text or ""))
+
+
+def form_value_filter(text: str | None) -> Markup:
+    """Text for a textarea or value attribute: escaped, round-trips, nothing raw."""
+    return Markup(form_value_html(text or ""))
+
+
+def pattern_name_filter(pattern: str | None) -> Markup:
+    """A known split pattern by name (`gpt4`), any other regex in full, escapes visible."""
+    if not pattern:
+        return Markup("")
+    name = pattern_name(pattern)
+    return Markup(visible_html(name)) if name else Markup(visible_html(pattern))
+
+
+def seconds_filter(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value // 60:.0f} min {value % 60:.0f} s"
