@@ -25,9 +25,9 @@ __all__ = [
     "TrainingStats",
     "from_dict",
     "load",
-    "save",
-    "to_dict",
     "resolve_pattern",
+    "save",
     "split_chunks",
+    "to_dict",
     "train",
 ]

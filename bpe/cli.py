@@ -204,8 +204,10 @@ def run_info(args: argparse.Namespace) -> int:
     lines = [
         f"mode: {tok.mode}",
         f"pattern: {tok.pattern if tok.pattern is not None else '-'}",
-        f"vocab size: {tok.vocab_size} ({tok.base_size} base, {len(tok.merges)} merges,"
-        f" {len(tok.special_tokens)} special)",
+        (
+            f"vocab size: {tok.vocab_size} ({tok.base_size} base, {len(tok.merges)} merges,"
+            f" {len(tok.special_tokens)} special)"
+        ),
         "special tokens: "
         + (", ".join(f"{s!r}={i}" for s, i in tok.special_tokens.items()) or "-"),
     ]

@@ -11,6 +11,7 @@ case for chunks, use the plain rescanning loop, which is faster when n is small.
 from __future__ import annotations
 
 import heapq
+import itertools
 
 # Below this length the rescanning loop beats the heap's bookkeeping.
 _HEAP_THRESHOLD = 48
@@ -29,7 +30,7 @@ def _encode_by_rescanning(ids: list[int], ranks: dict[tuple[int, int], int]) -> 
     get = ranks.get
     while len(ids) >= 2:
         best_rank = None
-        for pair in zip(ids, ids[1:]):
+        for pair in itertools.pairwise(ids):
             rank = get(pair)
             if rank is not None and (best_rank is None or rank < best_rank):
                 best_rank = rank
@@ -60,7 +61,7 @@ def _encode_with_heap(ids: list[int], ranks: dict[tuple[int, int], int]) -> list
     prv = list(range(-1, n - 1))  # prv[i]: previous live position, -1 for none
     get = ranks.get
     buckets: dict[int, list[int]] = {}  # rank -> positions where that pair may start
-    for i, pair in enumerate(zip(ids, ids[1:])):
+    for i, pair in enumerate(itertools.pairwise(ids)):
         rank = get(pair)
         if rank is not None:
             bucket = buckets.get(rank)

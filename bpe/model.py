@@ -252,7 +252,7 @@ class Tokenizer:
             if self.ends_word(token_id):
                 parts.append(" ")
         text = "".join(parts)
-        return text[:-1] if text.endswith(" ") else text
+        return text.removesuffix(" ")
 
 
 def _split_on_specials(text: str, allowed: Mapping[str, int]) -> list[tuple[str, int | None]]:

@@ -6,6 +6,7 @@ right. The efficient trainer must return exactly what this returns, record for r
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
@@ -20,7 +21,7 @@ def get_pair_counts(
     """
     counts: dict[tuple[int, int], int] = {}  # (left, right) -> weighted count
     for ids, weight in sequences:
-        for pair in zip(ids, ids[1:]):
+        for pair in itertools.pairwise(ids):
             counts[pair] = counts.get(pair, 0) + weight
     return counts
 
