@@ -339,3 +339,10 @@ def test_bidi_and_control_characters_never_reach_a_page_raw(app, client):
     with app.test_request_context():
         rendered = app.jinja_env.from_string("{{ name|visible }}").render(name=hostile)
     assert "\u202e" not in rendered and "U+202E" in rendered
+
+
+def test_preview_shows_bidi_overrides_in_the_text_as_escapes(app, client):
+    response = upload_file(client, "plain \u202eevil\u202c text\nline two\n".encode())
+    page = client.get(f"/c/{slug_of(response)}").get_data(as_text=True)
+    assert "\u202e" not in page and "\u202c" not in page
+    assert "U+202E" in page and "line two" in page
