@@ -367,3 +367,40 @@ def test_a_job_whose_process_cannot_start_fails_with_the_reason(threaded_app, mo
     job_id = start_job(threaded_app.test_client(), corpus.slug)
     wait_for(lambda: job_row(threaded_app, job_id).status == "failed", timeout=10)
     assert "no more processes" in job_row(threaded_app, job_id).error
+
+
+def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
+    threaded_app, monkeypatch, random_words
+):
+    import os
+    import signal
+
+    from webapp.uploads import store_text
+
+    runner = threaded_app.extensions["bpe_jobs"]
+    spawned: list[int] = []
+    real_spawn = runner._spawn
+
+    def spawn_and_remember(job_id):
+        child = real_spawn(job_id)
+        spawned.append(child.process.pid)
+        return child
+
+    monkeypatch.setattr(runner, "_spawn", spawn_and_remember)
+    client = threaded_app.test_client()
+    corpus, _ = store_text(
+        threaded_app.extensions["bpe_db"],
+        random_words(60000),
+        name="w",
+        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
+    )
+    # Reference trainer with a large vocab: still running when the process is killed.
+    doomed = start_job(client, corpus.slug, vocab_size="20000", trainer="reference")
+    after = start_job(client, corpus.slug, vocab_size="300", trainer="efficient")
+    wait_for(lambda: job_row(threaded_app, doomed).merges_done > 0, timeout=60)
+    os.kill(spawned[0], signal.SIGKILL)  # as the OOM killer would
+    wait_for(lambda: job_row(threaded_app, doomed).status == "failed", timeout=10)
+    assert "died" in job_row(threaded_app, doomed).error
+    wait_for(lambda: job_row(threaded_app, after).status == "succeeded", timeout=60)
+    # Only the second job's tokeniser exists: the killed one left nothing behind.
+    assert count(threaded_app, Tokenizer) == 1
