@@ -16,6 +16,7 @@ over `hf1`.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -162,6 +163,7 @@ def work_spm(case: Case, out: Path) -> dict:
         vocab_size=case.vocab_size,
         byte_fallback=True,
         character_coverage=0.9995,
+        normalization_rule_name="identity",
         max_sentence_length=1 << 20,
         num_threads=1,
         minloglevel=2,
@@ -176,6 +178,12 @@ def count_spm(case: Case, out: Path) -> int:
     return sum(len(ids) for ids in sp.encode(read_corpus(case).splitlines()))
 
 
+PEER_MODULES = {
+    "hf1": "tokenizers",
+    "hf": "tokenizers",
+    "rustbpe": "rustbpe",
+    "spm": "sentencepiece",
+}
 WORKERS = {
     "ours": work_ours,
     "hf1": work_hf,
@@ -229,6 +237,11 @@ def run_case(case: Case, peers: list[str], timeout: float, repeat: int) -> dict[
     work on the machine); peers alternate so they share the same conditions."""
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        if case.mode == "naive" and "spm" in peers:
+            peers = [p for p in peers if p != "spm"]
+            print(
+                "  spm      skipped: sentencepiece always splits on whitespace, it has no naive mode"
+            )
         for _ in range(repeat):
             for peer in peers:
                 out = Path(tmp) / f"{peer}-{case.name}.model"
@@ -318,6 +331,11 @@ def main() -> None:
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}")
     print(versions())
     peers = [p for p in args.peers.split(",") if p]
+    for peer in list(peers):
+        module = PEER_MODULES.get(peer)
+        if module and importlib.util.find_spec(module) is None:
+            print(f"{peer}: {module} is not installed (pip install -e '.[peers]'), skipped")
+            peers.remove(peer)
     wanted = [c for c in args.cases.split(",") if c]
     seconds: dict[str, float] = {}
     summary: list[str] = []
