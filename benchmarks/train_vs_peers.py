@@ -239,9 +239,7 @@ def run_case(case: Case, peers: list[str], timeout: float, repeat: int) -> dict[
     with tempfile.TemporaryDirectory() as tmp:
         if case.mode == "naive" and "spm" in peers:
             peers = [p for p in peers if p != "spm"]
-            print(
-                "  spm      skipped: sentencepiece always splits on whitespace, it has no naive mode"
-            )
+            print("  spm      skipped: sentencepiece has no byte-level whole-text (naive) mode")
         for _ in range(repeat):
             for peer in peers:
                 out = Path(tmp) / f"{peer}-{case.name}.model"

@@ -133,6 +133,13 @@ def test_property_train_equals_reference_in_every_mode(text, merges, mode, min_f
     assert_same_training(text, mode, merges, min_frequency)
 
 
+def test_long_merges_walked_in_slices_match_the_reference(monkeypatch):
+    text = "a" * 40_001 + " abababab" * 3_000  # (a, a) starts at 40,000 places
+    assert_same_training(text, "naive", merges=6)
+    monkeypatch.setattr(bpe.efficient, "_SLICE", 3)  # runs and `a b a b` across every cut
+    assert_same_training("aaaaaaa abababa aaab " * 30, "naive", merges=20)
+
+
 def test_compacting_stale_positions_changes_nothing(monkeypatch):
     monkeypatch.setattr(bpe.efficient, "_STORED_PER_POSITION", 0)  # compact whenever stale
     monkeypatch.setattr(bpe.efficient, "_SHORT", 0)
