@@ -68,13 +68,15 @@ def train_efficient(
     >>> [tuple(r) for r in train_efficient([([97, 97, 97, 98], 2)], first_id=256, max_merges=2)]
     [(97, 97, 256, 4, 6), (97, 98, 257, 2, 4)]
     """
+    if max_merges <= 0:
+        return []
     kept = [(ids, weight) for ids, weight in sequences if weight > 0]
     total = sum(len(ids) * weight for ids, weight in kept)
     top_id = max([first_id + max_merges] + [max(ids) + 1 for ids, _ in kept if len(ids)])
-    corpus = _Corpus(kept, top_id, min_frequency)
     records: list[MergeRecord] = []
     clock = _Clock(max_merges, records, progress, should_stop)
     clock.check()
+    corpus = _Corpus(kept, top_id, min_frequency, clock.tick)
     for new_id in range(first_id, first_id + max_merges):
         best = corpus.pop_best()
         if best is None:
@@ -138,7 +140,11 @@ class _Corpus:
     """
 
     def __init__(
-        self, sequences: Sequence[tuple[Sequence[int], int]], top_id: int, min_frequency: int
+        self,
+        sequences: Sequence[tuple[Sequence[int], int]],
+        top_id: int,
+        min_frequency: int,
+        tick: Callable[[], None],
     ) -> None:
         self.min_frequency = min_frequency
         self.floor = max(min_frequency, _FLOOR)
@@ -155,15 +161,19 @@ class _Corpus:
             for p in accumulate(len(ids) + 1 for ids in ordered):
                 self.tok[p] = BARRIER
             self.tok[0] = BARRIER
+        tick()  # the set-up is C-level work in a few long steps: check between them
         self.nxt = array("i", range(1, len(self.tok) + 1))  # nxt[p]: where the next token starts
         self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the previous one starts
+        tick()
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
         self.positions: dict[int, array] = {}  # pair key -> where it starts (some stale)
         self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts
         if layout is None:
-            self._track(self.floor, _live_pairs(self.tok, self.nxt, k))
+            pairs = _live_pairs(self.tok, self.nxt, k)
         else:
-            self._track(self.floor, _byte_pairs(layout, k))
+            pairs = _byte_pairs(layout, k)
+        tick()
+        self._track(self.floor, pairs)
 
     def _weight(self, where: array) -> int:
         """The total weight of the pairs starting at these positions."""

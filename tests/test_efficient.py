@@ -188,6 +188,21 @@ def test_cancel_before_the_first_merge():
     assert info.value.merges_done == 0
 
 
+def test_zero_merges_ask_nothing_like_the_reference():
+    kwargs = {"first_id": 3, "max_merges": 0, "should_stop": lambda: True}
+    assert train_efficient([([1, 2], 1)], **kwargs) == train_reference([([1, 2], 1)], **kwargs)
+
+
+def test_cancel_during_the_set_up(monkeypatch):
+    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)
+    calls = iter(range(100))
+    with pytest.raises(bpe.TrainingCancelled) as info:
+        train_efficient(
+            [(b"abcabc", 1)], first_id=256, max_merges=5, should_stop=lambda: next(calls) >= 1
+        )
+    assert info.value.merges_done == 0
+
+
 def test_cancel_is_honoured_part_way(monkeypatch):
     monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)  # check at every opportunity
     calls = iter(range(1000))
