@@ -26,31 +26,37 @@ from pathlib import Path
 import regex
 
 from bpe.patterns import GPT4_PATTERN, compile_pattern
+from bpe.training_types import StopFn, TrainingCancelled
 
 # Below this many characters a second process costs more than it saves.
 PARALLEL_MIN_CHARS = 1_500_000
-_BLOCK_CHARS = 1 << 20
+_BLOCK_CHARS = 1 << 19  # up to about 80 ms of matching (CJK text is the slowest)
 _SAFE_CUT = regex.compile(r"\n(?=\S)")
 
 
-def count_chunks(text: str, pattern: str) -> Counter[str]:
+def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) -> Counter[str]:
     """Each distinct chunk of text -> how often it occurs, in first-seen order (empty ones
-    included, as the pattern yields them)."""
+    included, as the pattern yields them). With the GPT-4 pattern, should_stop is asked
+    between blocks and TrainingCancelled(0) raised if it says so."""
     compiled = compile_pattern(pattern)
     if pattern != GPT4_PATTERN:
         if compiled.groups:  # findall would give groups, not whole matches
             return Counter(m.group() for m in compiled.finditer(text))
         return Counter(compiled.findall(text))
     if len(text) < PARALLEL_MIN_CHARS or (os.cpu_count() or 1) < 2:
-        return _count_in_blocks(text)
+        return _count_in_blocks(text, should_stop=should_stop)
     cut = _safe_cut(text, len(text) // 2)
     if cut is None:
-        return _count_in_blocks(text)
+        return _count_in_blocks(text, should_stop=should_stop)
     helper = _Helper(text[cut:])
-    counts = _count_in_blocks(text[:cut])
+    try:
+        counts = _count_in_blocks(text[:cut], should_stop=should_stop)
+    except BaseException:
+        helper.stop()
+        raise
     second = helper.result()
     if second is None:  # the helper could not run: count here, slower but the same
-        second = _count_in_blocks(text[cut:])
+        second = _count_in_blocks(text[cut:], should_stop=should_stop)
     counts.update(second)
     return counts
 
@@ -61,7 +67,9 @@ def _safe_cut(text: str, near: int) -> int | None:
     return None if found is None else found.end()
 
 
-def _count_in_blocks(text: str, block_chars: int | None = None) -> Counter[str]:
+def _count_in_blocks(
+    text: str, block_chars: int | None = None, should_stop: StopFn | None = None
+) -> Counter[str]:
     """GPT-4 pattern chunks counted a block at a time, blocks cut only at safe cuts."""
     block = block_chars or _BLOCK_CHARS
     findall = compile_pattern(GPT4_PATTERN).findall
@@ -72,6 +80,8 @@ def _count_in_blocks(text: str, block_chars: int | None = None) -> Counter[str]:
         end = len(text) if end is None or end <= start else end
         counts.update(findall(text, start, end))
         start = end
+        if start < len(text) and should_stop is not None and should_stop():
+            raise TrainingCancelled(0)  # asked between blocks only: a short text never asks
     return counts
 
 
@@ -105,6 +115,12 @@ class _Helper:
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.feeder.join()
 
     def result(self) -> dict[str, int] | None:
         if self.proc is None:

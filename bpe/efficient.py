@@ -72,7 +72,9 @@ def train_efficient(
         return []
     kept = [(ids, weight) for ids, weight in sequences if weight > 0]
     total = sum(len(ids) * weight for ids, weight in kept)
-    top_id = max([first_id + max_merges] + [max(ids) + 1 for ids, _ in kept if len(ids)])
+    # Every id is below top_id (bytes need no scan: they are below 256).
+    tops = [256 if isinstance(ids, bytes) else max(ids) + 1 for ids, _ in kept if len(ids)]
+    top_id = max([first_id + max_merges, *tops])
     records: list[MergeRecord] = []
     clock = _Clock(max_merges, records, progress, should_stop)
     clock.check()
@@ -154,6 +156,7 @@ class _Corpus:
         self.kk = k * k  # heap key = -count * kk + pair key
         ordered, self.weights = _order(sequences)
         layout = _byte_layout(ordered)
+        tick()
         if layout is None:
             self.tok = _id_layout(ordered)
         else:
@@ -162,16 +165,18 @@ class _Corpus:
                 self.tok[p] = BARRIER
             self.tok[0] = BARRIER
         tick()  # the set-up is C-level work in a few long steps: check between them
-        self.nxt = array("i", range(1, len(self.tok) + 1))  # nxt[p]: where the next token starts
-        self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the previous one starts
-        tick()
+        self.nxt = array("i")  # nxt[p]: where the token after the one at p starts
+        for start in range(1, len(self.tok) + 1, 1 << 20):
+            self.nxt.extend(range(start, min(start + (1 << 20), len(self.tok) + 1)))
+            tick()
+        self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the one before starts
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
         self.positions: dict[int, array] = {}  # pair key -> where it starts (some stale)
         self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts
         if layout is None:
             pairs = _live_pairs(self.tok, self.nxt, k)
         else:
-            pairs = _byte_pairs(layout, k)
+            pairs = _byte_pairs(layout, k, tick)
         tick()
         self._track(self.floor, pairs)
 
@@ -262,7 +267,7 @@ class _Corpus:
             for start in range(0, len(where), _SLICE):
                 self._relink(where[start : start + _SLICE], a, b, c, done)
                 tick()
-        self._recount(a, b, c, done)
+        self._recount(a, b, c, done, tick)
         return self._weight(done.merged)
 
     def _relink(self, where: Sequence[int], a: int, b: int, c: int, done: _Pass) -> None:
@@ -291,7 +296,7 @@ class _Corpus:
             left_id(tok[o])  # final: nothing left of p changes later in this pass
             right_id(tok[r])  # an `a` here may yet become c: see _recount
 
-    def _recount(self, a: int, b: int, c: int, done: _Pass) -> None:
+    def _recount(self, a: int, b: int, c: int, done: _Pass, tick: Callable[[], None]) -> None:
         """Update the counts from the state after the merge, in bulk.
 
         Around each new c at p, with L its left and R its right neighbour now:
@@ -302,9 +307,14 @@ class _Corpus:
         """
         tok, nxt, k = self.tok, self.nxt, self.k
         by_left: defaultdict[int, array] = defaultdict(_new_positions)
-        deque(map(array.append, map(by_left.__getitem__, done.left_ids), done.lefts), 0)
         by_right: defaultdict[int, array] = defaultdict(_new_positions)
-        deque(map(array.append, map(by_right.__getitem__, done.right_ids), done.merged), 0)
+        for start in range(0, len(done.merged), _SLICE):
+            part = slice(start, start + _SLICE)
+            lefts, left_ids = done.lefts[part], done.left_ids[part]
+            deque(map(array.append, map(by_left.__getitem__, left_ids), lefts), 0)
+            merged, right_ids = done.merged[part], done.right_ids[part]
+            deque(map(array.append, map(by_right.__getitem__, right_ids), merged), 0)
+            tick()
         if a in by_right:  # R was `a` when p merged; it became c if it merged later
             where = by_right[a]
             still = map(eq, map(tok.__getitem__, map(nxt.__getitem__, where)), repeat(a))
@@ -402,7 +412,7 @@ def _byte_layout(ordered: list[Sequence[int]]) -> bytes | None:
     return layout if layout.count(b"\xff") == len(ordered) + 1 else None
 
 
-def _byte_pairs(layout: bytes, k: int) -> dict[int, array]:
+def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, array]:
     """Pair key -> every position where the pair starts, ascending, for a byte layout.
 
     Each pair is read as one 16-bit word, so bucketing runs in C without a key computation:
@@ -410,16 +420,22 @@ def _byte_pairs(layout: bytes, k: int) -> dict[int, array]:
     """
     n = len(layout) - 1  # pairs start at 0 .. n - 1
     buckets: defaultdict[int, array] = defaultdict(_new_positions)
+    step = 1 << 20  # positions per slice, about 35 ms
     for first in (0, 1):
         count = (n - first + 1) // 2
         words = memoryview(layout)[first : first + 2 * count].cast("H")
-        deque(map(array.append, map(buckets.__getitem__, words), range(first, n, 2)), 0)
+        for start in range(0, count, step // 2):
+            part = words[start : start + step // 2]
+            where = range(first + 2 * start, n, 2)
+            deque(map(array.append, map(buckets.__getitem__, part), where), 0)
+            tick()
     little = sys.byteorder == "little"
     pairs: dict[int, array] = {}
     for word, where in buckets.items():
         left, right = (word & 0xFF, word >> 8) if little else (word >> 8, word & 0xFF)
         if left != 0xFF and right != 0xFF:
             pairs[left * k + right] = array("I", sorted(where))
+            tick()
     return pairs
 
 

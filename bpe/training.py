@@ -59,7 +59,7 @@ def train(
     if mode == "naive":
         sequences: Sequence[tuple[Sequence[int], int]] = [(text.encode("utf-8"), 1)]
     elif mode == "chunked":
-        sequences = chunk_sequences(text, split_regex or "")
+        sequences = chunk_sequences(text, split_regex or "", should_stop=should_stop)
     else:
         alphabet, sequences = word_sequences(text)
     base = 256 if alphabet is None else len(alphabet) + 1
@@ -125,9 +125,11 @@ def run_trainer(
     )
 
 
-def chunk_sequences(text: str, pattern: str) -> list[tuple[bytes, int]]:
+def chunk_sequences(
+    text: str, pattern: str, *, should_stop: StopFn | None = None
+) -> list[tuple[bytes, int]]:
     """Distinct chunks as bytes (byte ids), each with how often it occurs (first-seen order)."""
-    counts = count_chunks(text, pattern)
+    counts = count_chunks(text, pattern, should_stop=should_stop)
     return [(chunk.encode("utf-8"), n) for chunk, n in counts.items() if chunk]
 
 

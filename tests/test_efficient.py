@@ -203,18 +203,30 @@ def test_cancel_during_the_set_up(monkeypatch):
     assert info.value.merges_done == 0
 
 
+@pytest.mark.parametrize("helper", [False, True])
+def test_cancel_while_counting_chunks(monkeypatch, helper):
+    monkeypatch.setattr(chunk_counts, "_BLOCK_CHARS", 64)
+    if helper:
+        monkeypatch.setattr(chunk_counts, "PARALLEL_MIN_CHARS", 10)
+    text = "The cat sat.\nThen it ran!\n" * 200
+    with pytest.raises(bpe.TrainingCancelled) as info:
+        bpe.train(text, vocab_size=300, trainer="efficient", should_stop=lambda: True)
+    assert info.value.merges_done == 0
+
+
 def test_cancel_is_honoured_part_way(monkeypatch):
     monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)  # check at every opportunity
-    calls = iter(range(1000))
+    seen: list[bpe.Progress] = []
     with pytest.raises(bpe.TrainingCancelled) as info:
         bpe.train(
             "the cat sat on the mat " * 50,
             vocab_size=300,
             mode="naive",
             trainer="efficient",
-            should_stop=lambda: next(calls) >= 5,
+            progress=seen.append,
+            should_stop=lambda: len({p.merges_done for p in seen}) >= 3,
         )
-    assert 0 < info.value.merges_done < 44
+    assert info.value.merges_done == 3
 
 
 def test_progress_is_called_and_ends_with_the_final_state(monkeypatch):
