@@ -439,7 +439,7 @@ def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, ar
     return pairs
 
 
-def _live_pairs(tok: array, nxt: array, k: int) -> dict[int, array]:
+def _live_pairs(tok: list[int], nxt: array, k: int) -> dict[int, array]:
     """Pair key -> every position where the pair starts now, in ascending order, bucketed in C
     by chained maps (no Python loop over positions).
 
