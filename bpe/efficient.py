@@ -149,6 +149,7 @@ class _Corpus:
         tick: Callable[[], None],
     ) -> None:
         self.min_frequency = min_frequency
+        self.tick = tick
         self.floor = max(min_frequency, _FLOOR)
         # Pair key = left * k + right. k - 1 is no id, so a pair with a barrier on its right
         # gets a key with k - 1 on the right, and one with a barrier on its left a negative key.
@@ -170,11 +171,12 @@ class _Corpus:
             self.nxt.extend(range(start, min(start + (1 << 20), len(self.tok) + 1)))
             tick()
         self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the one before starts
+        tick()
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
         self.positions: dict[int, array] = {}  # pair key -> where it starts (some stale)
         self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts
         if layout is None:
-            pairs = _live_pairs(self.tok, self.nxt, k)
+            pairs = _live_pairs(self.tok, self.nxt, k, tick)
         else:
             pairs = _byte_pairs(layout, k, tick)
         tick()
@@ -231,7 +233,7 @@ class _Corpus:
                 return key // self.k, key % self.k, count
             if self.floor <= min_frequency:
                 return None
-            self._track(min_frequency, _live_pairs(self.tok, self.nxt, self.k))
+            self._track(min_frequency, _live_pairs(self.tok, self.nxt, self.k, self.tick))
 
     def _compact(self, key: int, live: int) -> None:
         """Drop a pair's stale positions once they are most of its list (a count is at least
@@ -439,16 +441,23 @@ def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, ar
     return pairs
 
 
-def _live_pairs(tok: list[int], nxt: array, k: int) -> dict[int, array]:
+def _live_pairs(
+    tok: list[int], nxt: array, k: int, tick: Callable[[], None]
+) -> dict[int, array]:
     """Pair key -> every position where the pair starts now, in ascending order, bucketed in C
-    by chained maps (no Python loop over positions).
+    by chained maps (no Python loop over positions), a slice at a time so the stop check is
+    asked between slices.
 
     Keys made at a dead position or a barrier are negative, and those with a barrier on the
     right have k - 1 on the right; they are dropped.
     """
     n = len(tok) - 1
-    rights = map(tok.__getitem__, islice(nxt, n))
-    keys = map(add, map(mul, islice(tok, n), repeat(k)), rights)
     buckets: defaultdict[int, array] = defaultdict(_new_positions)
-    deque(map(array.append, map(buckets.__getitem__, keys), range(n)), 0)
+    step = 1 << 19  # positions per slice, about 50 ms
+    for first in range(0, n, step):
+        last = min(first + step, n)
+        rights = map(tok.__getitem__, islice(nxt, first, last))
+        keys = map(add, map(mul, islice(tok, first, last), repeat(k)), rights)
+        deque(map(array.append, map(buckets.__getitem__, keys), range(first, last)), 0)
+        tick()
     return {key: where for key, where in buckets.items() if key >= 0 and key % k != k - 1}

@@ -8,6 +8,7 @@ Each mode only decides what the sequences are; the trainers never know which mod
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -16,9 +17,13 @@ from bpe.chunk_counts import count_chunks
 from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
 from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
-from bpe.training_types import MergeRecord, ProgressFn, StopFn
+from bpe.training_types import MergeRecord, ProgressFn, StopFn, TrainingCancelled
 
 TRAINERS = ("reference", "efficient")
+_WORD_BLOCK_CHARS = 1 << 19  # about 20 ms of splitting and counting
+_WORDS_PER_CHECK = 1 << 13  # distinct words turned into ids between two stop checks
+# The standard `re` module's \s is exactly str.isspace, which is what str.split() cuts at.
+_WHITESPACE = re.compile(r"\s")
 DEFAULT_TRAINER = "efficient"
 
 
@@ -61,7 +66,7 @@ def train(
     elif mode == "chunked":
         sequences = chunk_sequences(text, split_regex or "", should_stop=should_stop)
     else:
-        alphabet, sequences = word_sequences(text)
+        alphabet, sequences = word_sequences(text, should_stop=should_stop)
     base = 256 if alphabet is None else len(alphabet) + 1
     max_merges = vocab_size - base - len(specials)
     if max_merges < 0:
@@ -133,13 +138,43 @@ def chunk_sequences(
     return [(chunk.encode("utf-8"), n) for chunk, n in counts.items() if chunk]
 
 
-def word_sequences(text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
-    """The alphabet (sorted by code point) and each distinct word as char ids plus `</w>`."""
-    counts = Counter(text.split())
-    alphabet = sorted({char for word in counts for char in word})
-    char_to_id = {c: i for i, c in enumerate(alphabet)}
-    end = len(alphabet)
-    sequences = [([char_to_id[c] for c in word] + [end], n) for word, n in counts.items()]
+def word_sequences(
+    text: str, *, should_stop: StopFn | None = None
+) -> tuple[list[str], list[tuple[list[int], int]]]:
+    """The alphabet (sorted by code point) and each distinct word as char ids plus `</w>`.
+
+    Words are counted a block at a time, blocks cut at whitespace so no word is split, and
+    should_stop is asked between blocks: splitting a large corpus takes far longer than the
+    100 ms within which a cancel must be honoured.
+    """
+    counts: Counter[str] = Counter()
+    start = 0
+    while start < len(text):
+        space = _WHITESPACE.search(text, min(start + _WORD_BLOCK_CHARS, len(text)))
+        end = len(text) if space is None else space.start()
+        counts.update(text[start:end].split())
+        start = end
+        if should_stop is not None and start < len(text) and should_stop():
+            raise TrainingCancelled(0)
+    words = list(counts.items())
+    batches = range(0, len(words), _WORDS_PER_CHECK)
+
+    def check_between(first: int) -> None:
+        if should_stop is not None and first + _WORDS_PER_CHECK < len(words) and should_stop():
+            raise TrainingCancelled(0)
+
+    seen: set[str] = set()
+    for first in batches:
+        seen.update(*(word for word, _ in words[first : first + _WORDS_PER_CHECK]))
+        check_between(first)
+    alphabet = sorted(seen)
+    to_id = {c: i for i, c in enumerate(alphabet)}.__getitem__
+    end_of_word = [len(alphabet)]
+    sequences: list[tuple[list[int], int]] = []
+    for first in batches:
+        batch = words[first : first + _WORDS_PER_CHECK]
+        sequences.extend((list(map(to_id, word)) + end_of_word, n) for word, n in batch)
+        check_between(first)
     return alphabet, sequences
 
 
