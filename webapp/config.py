@@ -44,6 +44,11 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
             " (tests: run in the request, or only when a test steps the runner)."
         ),
     ),
+    "BPE_PLAYGROUND_MAX_BYTES": (
+        "PLAYGROUND_MAX_BYTES",
+        int,
+        "Largest text the playground, comparison and encode API take, in bytes (default 50000).",
+    ),
     "BPE_AUTO_MIGRATE": (
         "AUTO_MIGRATE",
         lambda v: v.strip().lower() not in ("0", "false", "no", "off", ""),
@@ -67,6 +72,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         # A child that ignores the stop flag this long after a cancel is terminated.
         "JOBS_KILL_AFTER": 1.0,
         "AUTO_MIGRATE": True,
+        "PLAYGROUND_MAX_BYTES": 50_000,
         "SQLITE_BUSY_TIMEOUT": 30.0,
     }
 

@@ -20,7 +20,6 @@ from webapp.slugs import new_slug
 from webapp.token_display import INVALID_RULES, InvalidRule
 
 VIEWS = ("text", "ids")
-DEFAULT_MAX_BYTES = 50_000  # playground text; config PLAYGROUND_MAX_BYTES overrides
 
 
 class TextTooLarge(ValueError):

@@ -19,7 +19,7 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from webapp import browse, db
 from webapp.convert import load_tokenizer
 from webapp.errors import UserError
-from webapp.playground import DEFAULT_MAX_BYTES, TextTooLarge, check_text
+from webapp.playground import TextTooLarge, check_text
 from webapp.token_display import counts
 
 bp = Blueprint("api", __name__, url_prefix="/api/t")
@@ -108,7 +108,7 @@ def encode(slug: str):
     if not isinstance(text, str):
         raise UserError('Give the text to encode as a string: {"text": "hello"}.', status=400)
     try:
-        limit = current_app.config.get("PLAYGROUND_MAX_BYTES", DEFAULT_MAX_BYTES)
+        limit = current_app.config["PLAYGROUND_MAX_BYTES"]
         check_text(text, max_bytes=limit)
     except TextTooLarge as exc:
         raise UserError(str(exc), status=413) from None

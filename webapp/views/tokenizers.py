@@ -31,7 +31,6 @@ from webapp import browse, db
 from webapp.convert import load_tokenizer
 from webapp.errors import TITLES, UserError, error_response
 from webapp.playground import (
-    DEFAULT_MAX_BYTES,
     Display,
     TextTooLarge,
     check_text,
@@ -57,7 +56,7 @@ TREE_DEPTH_LIMIT = 10  # deeper parts of a merge tree are links to the part's ow
 
 @bp.app_context_processor
 def _limits() -> dict:
-    return {"max_bytes": current_app.config.get("PLAYGROUND_MAX_BYTES", DEFAULT_MAX_BYTES)}
+    return {"max_bytes": current_app.config["PLAYGROUND_MAX_BYTES"]}
 
 
 def list_display(args) -> Display:
@@ -148,7 +147,7 @@ def shared(slug: str, share_slug: str):
 def _check_playground_text(text: str) -> None:
     try:
         check_text(
-            text, max_bytes=current_app.config.get("PLAYGROUND_MAX_BYTES", DEFAULT_MAX_BYTES)
+            text, max_bytes=current_app.config["PLAYGROUND_MAX_BYTES"]
         )
     except TextTooLarge as exc:
         raise UserError(str(exc), status=413) from None
