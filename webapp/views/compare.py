@@ -36,8 +36,8 @@ from webapp.token_display import counts, token_infos, token_view, token_views
 from webapp.views.corpora import get_corpus_or_404, render_corpus
 from webapp.views.jobs import get_job_or_404
 from webapp.views.tokenizers import (
-    _check_playground_text,
-    _refusal,
+    check_playground_text,
+    refuse_in_place,
     is_fragment_request,
     list_display,
     page_or_fragment,
@@ -45,7 +45,7 @@ from webapp.views.tokenizers import (
 
 bp = Blueprint("compare", __name__)
 # Refusals (404 slugs, 413 text) look exactly like the tokeniser pages' ones, htmx included.
-bp.register_error_handler(UserError, _refusal)
+bp.register_error_handler(UserError, refuse_in_place)
 
 MERGES_PER_PAGE = 20
 SIDES = ("a", "b")
@@ -135,7 +135,7 @@ def _merge_cell(pair: dict, side: str, rank: int, display: Display) -> dict | No
 
 # ----- the shared text box -----------------------------------------------------------------------
 def _encoded(pair: dict, text: str, display: Display) -> dict:
-    _check_playground_text(text)
+    check_playground_text(text)
     out = {}
     for s in SIDES:
         tok = pair[s]["tok"]

@@ -74,7 +74,7 @@ def is_fragment_request() -> bool:
 
 
 @bp.errorhandler(UserError)
-def _refusal(exc: UserError):
+def refuse_in_place(exc: UserError):
     """htmx gets the message as a fragment for its target; everyone else the app's error page."""
     if is_fragment_request():
         title = TITLES.get(exc.status, "Error")
@@ -124,7 +124,7 @@ def share(slug: str):
     context = _tokenizer_context(slug)
     display = Display.from_args(request.form)
     text = request.form.get("text", "")
-    _check_playground_text(text)
+    check_playground_text(text)
     with db.session_scope() as session:
         share_slug = save_share(session, tokenizer_id=context["row"].id, text=text, display=display)
     link = url_for("tokenizers.shared", slug=slug, share_slug=share_slug, _external=True)
@@ -144,7 +144,7 @@ def shared(slug: str, share_slug: str):
     return _playground(context, text, display)
 
 
-def _check_playground_text(text: str) -> None:
+def check_playground_text(text: str) -> None:
     try:
         check_text(
             text, max_bytes=current_app.config["PLAYGROUND_MAX_BYTES"]
@@ -154,7 +154,7 @@ def _check_playground_text(text: str) -> None:
 
 
 def _playground(context: dict, text: str, display: Display) -> Response:
-    _check_playground_text(text)
+    check_playground_text(text)
     row = context["row"]
     tok = load_tokenizer(db.session(), row)
     ids = tok.encode(text, allowed_special="all" if display.specials else ())
