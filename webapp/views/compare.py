@@ -37,10 +37,10 @@ from webapp.views.corpora import get_corpus_or_404, render_corpus
 from webapp.views.jobs import get_job_or_404
 from webapp.views.tokenizers import (
     check_playground_text,
-    refuse_in_place,
     is_fragment_request,
     list_display,
     page_or_fragment,
+    refuse_in_place,
 )
 
 bp = Blueprint("compare", __name__)
