@@ -7,20 +7,26 @@ What it adds over a plain `Counter(m.group() for m in finditer(text))`, with the
   counts the first (the machine has cores to spare while training is single-threaded).
 
 Texts are cut only where the pattern cannot cut differently: after a line feed that is followed
-by a character other than whitespace. For the GPT-4 pattern no chunk holds a line feed followed
-by such a character, and every line feed ends a match, so the matches of the pieces are the
-matches of the whole. Other patterns (GPT-2's `\\s+(?!\\S)` looks past a cut, for one) are
+by a character other than whitespace, or between a letter and a space. For the GPT-4 pattern no
+chunk holds a line feed followed by such a character, and every line feed ends a match; a chunk
+holding a letter never goes on past a space after it (only `\\p{L}+` takes letters), and a
+chunk ending in a letter never looked past it. So the matches of the pieces are the matches of
+the whole (the pattern looks behind nothing). The letter-space cuts matter for text whose
+lines are indented or megabytes long, where line feeds alone leave pieces far too long to keep
+the stop check timely. Other patterns (GPT-2's `\\s+(?!\\S)` looks past a cut, for one) are
 counted in one piece, in this process.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import regex
@@ -31,7 +37,12 @@ from bpe.training_types import StopFn, TrainingCancelled
 # Below this many characters a second process costs more than it saves.
 PARALLEL_MIN_CHARS = 1_500_000
 _BLOCK_CHARS = 1 << 19  # up to about 80 ms of matching (CJK text is the slowest)
-_SAFE_CUT = regex.compile(r"\n(?=\S)")
+_SAFE_CUT = regex.compile(r"\n(?=\S)|(?<=\p{L})(?= )")
+# While waiting for the helper's answer, the stop check is asked this often (seconds).
+_WAIT_STEP = 0.02
+# The helper answers in pickled dicts of at most this many chunks, so that loading and adding
+# them can be interleaved with the stop check.
+_PIECE_CHUNKS = 1 << 15
 
 
 def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) -> Counter[str]:
@@ -50,15 +61,22 @@ def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) 
         return _count_in_blocks(text, should_stop=should_stop)
     helper = _Helper(text[cut:])
     try:
+        _check(should_stop)  # starting the helper copies and encodes half the text
         counts = _count_in_blocks(text[:cut], should_stop=should_stop)
+        for piece in helper.result(should_stop):
+            counts.update(piece)
+            _check(should_stop)
     except BaseException:
         helper.stop()
         raise
-    second = helper.result()
-    if second is None:  # the helper could not run: count here, slower but the same
-        second = _count_in_blocks(text[cut:], should_stop=should_stop)
-    counts.update(second)
+    if not helper.ok:  # the helper could not run: count here, slower but the same
+        counts.update(_count_in_blocks(text[cut:], should_stop=should_stop))
     return counts
+
+
+def _check(should_stop: StopFn | None) -> None:
+    if should_stop is not None and should_stop():
+        raise TrainingCancelled(0)
 
 
 def _safe_cut(text: str, near: int) -> int | None:
@@ -87,9 +105,10 @@ def _count_in_blocks(
 
 class _Helper:
     """A second process counting part of the text: `python -m bpe.chunk_counts`, fed the text
-    on stdin, answering with a pickled dict on stdout."""
+    on stdin, answering with pickled dicts on stdout."""
 
     def __init__(self, text: str) -> None:
+        self.ok = False  # set once its whole answer has been given
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -107,6 +126,10 @@ class _Helper:
         # Feed it from a thread: the pipe fills long before the helper has started reading.
         self.feeder = threading.Thread(target=self._feed, args=(text.encode("utf-8"),))
         self.feeder.start()
+        # Read its answer from a thread too, so the wait for it can ask the stop check.
+        self.output = b""
+        self.reader = threading.Thread(target=self._read)
+        self.reader.start()
 
     def _feed(self, data: bytes) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -116,29 +139,49 @@ class _Helper:
         except OSError:
             pass
 
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        self.output = self.proc.stdout.read()
+
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
             self.feeder.join()
+            self.reader.join()
 
-    def result(self) -> dict[str, int] | None:
+    def result(self, should_stop: StopFn | None = None) -> Iterator[dict[str, int]]:
+        """The helper's counts, in pieces, in first-seen order, asking should_stop while
+        waiting; nothing if it failed (`ok` stays False: the caller counts the text itself)."""
         if self.proc is None:
-            return None
-        assert self.proc.stdout is not None
-        output = self.proc.stdout.read()
+            return
+        while self.reader.is_alive():
+            self.reader.join(_WAIT_STEP)
+            _check(should_stop)
         self.feeder.join()
         if self.proc.wait() != 0:
-            return None
+            return
+        # Load every piece before giving any, so that a broken answer adds nothing.
+        stream, pieces = io.BytesIO(self.output), []
         try:
-            return pickle.loads(output)
+            while stream.tell() < len(self.output):
+                pieces.append(pickle.load(stream))
+                _check(should_stop)
+        except TrainingCancelled:
+            raise
         except Exception:  # noqa: BLE001 - any broken answer means: count it here instead
-            return None
+            return
+        self.output = b""
+        yield from pieces
+        self.ok = True
 
 
 def _helper_main() -> None:
     text = sys.stdin.buffer.read().decode("utf-8")
-    sys.stdout.buffer.write(pickle.dumps(dict(_count_in_blocks(text)), protocol=5))
+    counts = list(_count_in_blocks(text).items())
+    for start in range(0, len(counts), _PIECE_CHUNKS):
+        piece = dict(counts[start : start + _PIECE_CHUNKS])
+        sys.stdout.buffer.write(pickle.dumps(piece, protocol=5))
 
 
 if __name__ == "__main__":

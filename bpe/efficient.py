@@ -21,13 +21,14 @@ the pair counts live and touches only the places a merge changes.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import sys
 import time
 from array import array
 from bisect import bisect_left
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, compress, islice, repeat
 from operator import add, eq, mul
@@ -47,6 +48,10 @@ _STORED_PER_POSITION = 2
 _SHORT = 1024
 # A long merge pass is walked in slices this long so progress and stop stay timely.
 _SLICE = 16_384
+# Bulk C-level steps are cut into slices of about this much work. A check falls due every
+# _REPORT_EVERY but is only made between slices, so it can be late by up to one slice: this
+# keeps the worst gap between checks well inside 100 ms.
+_SLICE_SECONDS = 0.015
 
 
 def train_efficient(
@@ -70,23 +75,43 @@ def train_efficient(
     """
     if max_merges <= 0:
         return []
-    kept = [(ids, weight) for ids, weight in sequences if weight > 0]
-    total = sum(len(ids) * weight for ids, weight in kept)
-    # Every id is below top_id (bytes need no scan: they are below 256).
-    tops = [256 if isinstance(ids, bytes) else max(ids) + 1 for ids, _ in kept if len(ids)]
-    top_id = max([first_id + max_merges, *tops])
     records: list[MergeRecord] = []
     clock = _Clock(max_merges, records, progress, should_stop)
     clock.check()
-    corpus = _Corpus(kept, top_id, min_frequency, clock.tick)
-    for new_id in range(first_id, first_id + max_merges):
-        best = corpus.pop_best()
-        if best is None:
-            break
-        left, right, count = best
-        total -= corpus.merge(left, right, new_id, clock.tick)
-        records.append(MergeRecord(left, right, new_id, count, total))
-        clock.tick()
+    # A full garbage collection walks every slot of every list, and the token list alone has
+    # one per byte of the corpus: on 20 MB a collection takes 100-300 ms, in one C call no
+    # stop check can split. The lists made before and during set-up live until training ends,
+    # so they are frozen out of collection meanwhile (new objects are still collected). Not
+    # when someone else froze objects: unfreezing would undo theirs.
+    freeze = gc.isenabled() and gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        kept: list[tuple[Sequence[int], int]] = []
+        total = 0
+        top_id = first_id + max_merges  # every id is below it
+        # Scanning for the largest id takes long on long id lists (words mode on unspaced text).
+        for start, stop in _slices(len(sequences), clock.tick):
+            part = [(ids, weight) for ids, weight in sequences[start:stop] if weight > 0]
+            kept += part
+            total += sum(len(ids) * weight for ids, weight in part)
+            # Bytes need no scan: they are below 256.
+            tops = [256 if isinstance(ids, bytes) else max(ids) + 1 for ids, _ in part if len(ids)]
+            top_id = max([top_id, *tops])
+        corpus = _Corpus(kept, top_id, min_frequency, clock.tick)
+        if freeze:
+            gc.freeze()
+        for new_id in range(first_id, first_id + max_merges):
+            best = corpus.pop_best()
+            if best is None:
+                break
+            left, right, count = best
+            total -= corpus.merge(left, right, new_id, clock.tick)
+            records.append(MergeRecord(left, right, new_id, count, total))
+            clock.tick()
+    finally:
+        if freeze:
+            gc.unfreeze()
     clock.finish()
     return records
 
@@ -155,21 +180,23 @@ class _Corpus:
         # gets a key with k - 1 on the right, and one with a barrier on its left a negative key.
         self.k = k = top_id + 1
         self.kk = k * k  # heap key = -count * kk + pair key
-        ordered, self.weights = _order(sequences)
+        ordered, self.weights = _order(sequences, tick)
         layout = _byte_layout(ordered)
         tick()
         if layout is None:
-            self.tok = _id_layout(ordered)
+            self.tok = _id_layout(ordered, tick)
         else:
-            self.tok = list(layout)  # a list: CPython indexes lists faster than arrays
-            for p in accumulate(len(ids) + 1 for ids in ordered):
-                self.tok[p] = BARRIER
+            self.tok = []  # a list: CPython indexes lists faster than arrays
+            for start, stop in _slices(len(layout), tick):
+                self.tok += layout[start:stop]
+            ends = accumulate(len(ids) + 1 for ids in ordered)
+            for start, stop in _slices(len(ordered), tick):
+                for p in islice(ends, stop - start):
+                    self.tok[p] = BARRIER
             self.tok[0] = BARRIER
-        tick()  # the set-up is C-level work in a few long steps: check between them
         self.nxt = array("i")  # nxt[p]: where the token after the one at p starts
-        for start in range(1, len(self.tok) + 1, 1 << 20):
-            self.nxt.extend(range(start, min(start + (1 << 20), len(self.tok) + 1)))
-            tick()
+        for start, stop in _slices(len(self.tok), tick):
+            self.nxt.extend(range(start + 1, stop + 1))
         self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the one before starts
         tick()
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
@@ -188,7 +215,12 @@ class _Corpus:
         if not weights:
             return len(where)
         heavy = bisect_left(where, len(weights))  # where is ascending
-        return len(where) - heavy + sum(map(weights.__getitem__, where[:heavy]))
+        if heavy <= _SLICE:
+            return len(where) - heavy + sum(map(weights.__getitem__, where[:heavy]))
+        total = len(where) - heavy
+        for start, stop in _slices(heavy, self.tick):
+            total += sum(map(weights.__getitem__, where[start:stop]))
+        return total
 
     def _track(self, floor: int, pairs: dict[int, array]) -> None:
         """Count every live pair (pair key -> where it starts) from scratch and track those
@@ -197,13 +229,16 @@ class _Corpus:
         self.counts, self.positions, self.heap = {}, {}, []
         self.stored = 0  # positions held in all lists
         kk = self.kk
-        for key, where in pairs.items():
-            count = self._weight(where)
-            if count >= floor:
-                self.counts[key] = count
-                self.positions[key] = where
-                self.stored += len(where)
-                self.heap.append(-count * kk + key)
+        items = iter(pairs.items())
+        # Text with many distinct pairs (CJK) has millions of them to weigh.
+        for start, stop in _slices(len(pairs), self.tick):
+            for key, where in islice(items, stop - start):
+                count = self._weight(where)
+                if count >= floor:
+                    self.counts[key] = count
+                    self.positions[key] = where
+                    self.stored += len(where)
+                    self.heap.append(-count * kk + key)
         heapq.heapify(self.heap)
 
     def pop_best(self) -> tuple[int, int, int] | None:
@@ -245,9 +280,13 @@ class _Corpus:
             return
         tok, nxt = self.tok, self.nxt
         left, right = divmod(key, self.k)
-        lefts_ok = array("I", compress(where, map(eq, map(tok.__getitem__, where), repeat(left))))
-        starts = map(tok.__getitem__, map(nxt.__getitem__, lefts_ok))
-        kept = array("I", compress(lefts_ok, map(eq, starts, repeat(right))))
+        kept = array("I")
+        for start, stop in _slices(len(where), self.tick):  # a list may hold millions
+            part = where[start:stop]
+            lefts_ok = compress(part, map(eq, map(tok.__getitem__, part), repeat(left)))
+            lefts_ok = array("I", lefts_ok)
+            starts = map(tok.__getitem__, map(nxt.__getitem__, lefts_ok))
+            kept.extend(compress(lefts_ok, map(eq, starts, repeat(right))))
         self.positions[key] = kept
         self.stored -= len(where) - len(kept)
 
@@ -318,9 +357,12 @@ class _Corpus:
             deque(map(array.append, map(by_right.__getitem__, right_ids), merged), 0)
             tick()
         if a in by_right:  # R was `a` when p merged; it became c if it merged later
-            where = by_right[a]
-            still = map(eq, map(tok.__getitem__, map(nxt.__getitem__, where)), repeat(a))
-            by_right[a] = array("I", compress(where, still))
+            where, kept = by_right[a], array("I")
+            for start, stop in _slices(len(where), tick):  # millions, in a run-heavy merge
+                part = where[start:stop]
+                still = map(eq, map(tok.__getitem__, map(nxt.__getitem__, part)), repeat(a))
+                kept.extend(compress(part, still))
+            by_right[a] = kept
 
         ck = c * k
         changes = [  # (gone pair key, new pair key, where the new pairs start)
@@ -329,9 +371,9 @@ class _Corpus:
         ]
         by_right.pop(c, None)
         changes += [(b * k + other, ck + other, where) for other, where in by_right.items()]
-        self._apply(changes)
+        self._apply(changes, tick)
 
-    def _apply(self, changes: list[tuple[int, int, array]]) -> None:
+    def _apply(self, changes: list[tuple[int, int, array]], tick: Callable[[], None]) -> None:
         """For each (gone pair key, new pair key, where the new pairs start): move the weight
         of where from the gone pair to the new one, and track the new one if common enough.
         New keys with a barrier (negative, or k - 1 on the right) are skipped."""
@@ -348,10 +390,15 @@ class _Corpus:
         get = counts.get
         push = heapq.heappush
         stored = 0
+        since_tick = 0  # positions weighed since the last tick: weighing is the slow part
         for gone, key, where in changes:
             count = len(where)
             if not count or key < 0 or key % k == k - 1:
                 continue
+            since_tick += count
+            if since_tick > _SLICE:
+                tick()
+                since_tick = 0
             if light and where[0] < light:
                 heavy = bisect_left(where, light)
                 count += sum(map(weights.__getitem__, where[:heavy])) - heavy
@@ -379,7 +426,7 @@ class _Pass:
 
 
 def _order(
-    sequences: Sequence[tuple[Sequence[int], int]],
+    sequences: Sequence[tuple[Sequence[int], int]], tick: Callable[[], None]
 ) -> tuple[list[Sequence[int]], array]:
     """The sequences worth laying out, heavy ones first, and the weights of their positions.
 
@@ -390,18 +437,20 @@ def _order(
     """
     heavy = [(ids, weight) for ids, weight in sequences if weight > 1 and len(ids) >= 2]
     weights = array("Q", [0] if heavy else [])  # position -> weight, before the light ones
-    for ids, weight in heavy:
-        weights.extend(repeat(weight, len(ids) + 1))
+    for start, stop in _slices(len(heavy), tick):
+        for ids, weight in heavy[start:stop]:
+            weights.extend(repeat(weight, len(ids) + 1))
     light = [ids for ids, weight in sequences if weight == 1 and len(ids) >= 2]
     return [ids for ids, _ in heavy] + light, weights
 
 
-def _id_layout(ordered: list[Sequence[int]]) -> list[int]:
+def _id_layout(ordered: list[Sequence[int]], tick: Callable[[], None]) -> list[int]:
     """All sequences end to end, with a barrier before, between and after them."""
     tok = [BARRIER]
-    for ids in ordered:
-        tok.extend(ids)
-        tok.append(BARRIER)
+    for start, stop in _slices(len(ordered), tick):
+        for ids in ordered[start:stop]:
+            tok.extend(ids)
+            tok.append(BARRIER)
     return tok
 
 
@@ -422,15 +471,12 @@ def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, ar
     """
     n = len(layout) - 1  # pairs start at 0 .. n - 1
     buckets: defaultdict[int, array] = defaultdict(_new_positions)
-    step = 1 << 20  # positions per slice, about 35 ms
     for first in (0, 1):
         count = (n - first + 1) // 2
         words = memoryview(layout)[first : first + 2 * count].cast("H")
-        for start in range(0, count, step // 2):
-            part = words[start : start + step // 2]
+        for start, stop in _slices(count, tick):
             where = range(first + 2 * start, n, 2)
-            deque(map(array.append, map(buckets.__getitem__, part), where), 0)
-            tick()
+            deque(map(array.append, map(buckets.__getitem__, words[start:stop]), where), 0)
     little = sys.byteorder == "little"
     pairs: dict[int, array] = {}
     for word, where in buckets.items():
@@ -441,9 +487,7 @@ def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, ar
     return pairs
 
 
-def _live_pairs(
-    tok: list[int], nxt: array, k: int, tick: Callable[[], None]
-) -> dict[int, array]:
+def _live_pairs(tok: list[int], nxt: array, k: int, tick: Callable[[], None]) -> dict[int, array]:
     """Pair key -> every position where the pair starts now, in ascending order, bucketed in C
     by chained maps (no Python loop over positions), a slice at a time so the stop check is
     asked between slices.
@@ -453,11 +497,27 @@ def _live_pairs(
     """
     n = len(tok) - 1
     buckets: defaultdict[int, array] = defaultdict(_new_positions)
-    step = 1 << 19  # positions per slice, about 50 ms
-    for first in range(0, n, step):
-        last = min(first + step, n)
+    for first, last in _slices(n, tick):
         rights = map(tok.__getitem__, islice(nxt, first, last))
         keys = map(add, map(mul, islice(tok, first, last), repeat(k)), rights)
         deque(map(array.append, map(buckets.__getitem__, keys), range(first, last)), 0)
-        tick()
     return {key: where for key, where in buckets.items() if key >= 0 and key % k != k - 1}
+
+
+def _slices(n: int, tick: Callable[[], None]) -> Iterator[tuple[int, int]]:
+    """(start, stop) bounds that cover range(n), calling tick after each slice's work.
+
+    The cost of one item varies a hundredfold between corpora (bucketing the pairs of CJK text,
+    with its millions of distinct pairs, misses the cache far more than English does), so no
+    fixed size fits: each slice is sized from the time the last one took, to _SLICE_SECONDS.
+    """
+    start, step = 0, 1024
+    while start < n:
+        stop = min(start + step, n)
+        began = time.perf_counter()
+        yield start, stop
+        spent = time.perf_counter() - began
+        tick()
+        start = stop
+        wanted = int(step * _SLICE_SECONDS / spent) if spent > 0 else 4 * step
+        step = max(256, min(4 * step, wanted))

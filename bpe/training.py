@@ -134,8 +134,15 @@ def chunk_sequences(
     text: str, pattern: str, *, should_stop: StopFn | None = None
 ) -> list[tuple[bytes, int]]:
     """Distinct chunks as bytes (byte ids), each with how often it occurs (first-seen order)."""
-    counts = count_chunks(text, pattern, should_stop=should_stop)
-    return [(chunk.encode("utf-8"), n) for chunk, n in counts.items() if chunk]
+    counts = list(count_chunks(text, pattern, should_stop=should_stop).items())
+    sequences: list[tuple[bytes, int]] = []
+    # A large corpus has a million distinct chunks: encoding them all is a long step.
+    for first in range(0, len(counts), _WORDS_PER_CHECK):
+        batch = counts[first : first + _WORDS_PER_CHECK]
+        sequences += [(chunk.encode("utf-8"), n) for chunk, n in batch if chunk]
+        if should_stop is not None and first + _WORDS_PER_CHECK < len(counts) and should_stop():
+            raise TrainingCancelled(0)
+    return sequences
 
 
 def word_sequences(
