@@ -233,6 +233,8 @@ class _Corpus:
         # Text with many distinct pairs (CJK) has millions of them to weigh.
         for start, stop in _slices(len(pairs), self.tick):
             for key, where in islice(items, stop - start):
+                if len(where) > _SLICE:  # a few pairs weigh far more than the rest
+                    self.tick()
                 count = self._weight(where)
                 if count >= floor:
                     self.counts[key] = count
@@ -435,13 +437,19 @@ def _order(
     weight needs looking up. Order does not matter: no pair crosses a barrier, and ties are
     broken by ids, never by position. A lone token holds no pair and never changes: left out.
     """
-    heavy = [(ids, weight) for ids, weight in sequences if weight > 1 and len(ids) >= 2]
+    heavy: list[tuple[Sequence[int], int]] = []
+    light: list[Sequence[int]] = []
+    for start, stop in _slices(len(sequences), tick):  # a million chunks, in a large corpus
+        part = sequences[start:stop]
+        heavy += [(ids, weight) for ids, weight in part if weight > 1 and len(ids) >= 2]
+        light += [ids for ids, weight in part if weight == 1 and len(ids) >= 2]
     weights = array("Q", [0] if heavy else [])  # position -> weight, before the light ones
     for start, stop in _slices(len(heavy), tick):
         for ids, weight in heavy[start:stop]:
             weights.extend(repeat(weight, len(ids) + 1))
-    light = [ids for ids, weight in sequences if weight == 1 and len(ids) >= 2]
-    return [ids for ids, _ in heavy] + light, weights
+    ordered = [ids for ids, _ in heavy]
+    ordered += light
+    return ordered, weights
 
 
 def _id_layout(ordered: list[Sequence[int]], tick: Callable[[], None]) -> list[int]:
