@@ -278,3 +278,12 @@ def test_corpus_slice_chunk_counts_match_one_piece(name, monkeypatch):
     monkeypatch.setattr(chunk_counts, "_BLOCK_CHARS", 4096)
     text = corpus_slice(name)
     assert list(count_chunks(text, GPT4_PATTERN).items()) == plain_chunk_counts(text, GPT4_PATTERN)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.sampled_from(list("ab é中'sS \n\t\r.,1-\u00a0\u3000")), max_size=60))
+def test_property_every_safe_cut_keeps_the_gpt4_matches(text):
+    # Dense in what the cuts rely on: letters next to spaces, contractions (`'s`), line feeds
+    # before and after whitespace, non-ASCII spaces; a block per safe cut.
+    in_blocks = chunk_counts._count_in_blocks(text, block_chars=1)
+    assert list(in_blocks.items()) == plain_chunk_counts(text, GPT4_PATTERN)
