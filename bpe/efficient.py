@@ -98,6 +98,7 @@ def train_efficient(
             # Bytes need no scan: they are below 256.
             tops = [256 if isinstance(ids, bytes) else max(ids) + 1 for ids, _ in part if len(ids)]
             top_id = max([top_id, *tops])
+        clock.initial_total = total
         corpus = _Corpus(kept, top_id, min_frequency, clock.tick)
         if freeze:
             gc.freeze()
@@ -127,6 +128,7 @@ class _Clock:
         should_stop: StopFn | None,
     ) -> None:
         self.target = target
+        self.initial_total: int | None = None  # known once set-up has counted the tokens
         self.records = records  # the run so far: the last record is the state to report
         self.progress = progress
         self.should_stop = should_stop
@@ -140,7 +142,7 @@ class _Clock:
     def check(self) -> None:
         if self.should_stop is not None and self.should_stop():
             raise TrainingCancelled(len(self.records))
-        if self.progress is not None and self.records:
+        if self.progress is not None:
             self._report()
         self.next_check = time.perf_counter() + _REPORT_EVERY
 
@@ -151,6 +153,11 @@ class _Clock:
 
     def _report(self) -> None:
         assert self.progress is not None
+        if not self.records:
+            # Set-up of a large corpus takes seconds: say so rather than stay silent.
+            if self.initial_total is not None:
+                self.progress(Progress(0, self.target, None, 0, self.initial_total))
+            return
         last = self.records[-1]
         pair = (last.left, last.right)
         self.progress(Progress(len(self.records), self.target, pair, last.count, last.tokens_after))

@@ -224,9 +224,20 @@ def test_cancel_is_honoured_part_way(monkeypatch):
             mode="naive",
             trainer="efficient",
             progress=seen.append,
-            should_stop=lambda: len({p.merges_done for p in seen}) >= 3,
+            should_stop=lambda: len({p.merges_done for p in seen if p.merges_done}) >= 3,
         )
     assert info.value.merges_done == 3
+
+
+def test_progress_reports_set_up_before_the_first_merge(monkeypatch):
+    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)
+    seen: list[bpe.Progress] = []
+    text = "the cat sat on the mat " * 50
+    tok = bpe.train(text, vocab_size=270, mode="naive", trainer="efficient", progress=seen.append)
+    before = [p for p in seen if p.merges_done == 0]
+    assert before, "set-up should report progress too"
+    assert all(p.pair is None and p.total_tokens == tok.training.initial_tokens for p in before)
+    assert seen.index(before[-1]) < min(i for i, p in enumerate(seen) if p.merges_done)
 
 
 def test_progress_is_called_and_ends_with_the_final_state(monkeypatch):
