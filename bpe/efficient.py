@@ -513,8 +513,9 @@ def _live_pairs(tok: list[int], nxt: array, k: int, tick: Callable[[], None]) ->
     n = len(tok) - 1
     buckets: defaultdict[int, array] = defaultdict(_new_positions)
     for first, last in _slices(n, tick):
-        rights = map(tok.__getitem__, islice(nxt, first, last))
-        keys = map(add, map(mul, islice(tok, first, last), repeat(k)), rights)
+        # Real slices, not islice: islice would walk from 0 to `first` every time.
+        rights = map(tok.__getitem__, nxt[first:last])
+        keys = map(add, map(mul, tok[first:last], repeat(k)), rights)
         deque(map(array.append, map(buckets.__getitem__, keys), range(first, last)), 0)
     return {key: where for key, where in buckets.items() if key >= 0 and key % k != k - 1}
 
