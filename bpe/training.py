@@ -17,7 +17,7 @@ from bpe.chunk_counts import count_chunks
 from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
 from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
-from bpe.training_types import MergeRecord, ProgressFn, StopFn, TrainingCancelled
+from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
 
 TRAINERS = ("reference", "efficient")
 _WORD_BLOCK_CHARS = 1 << 19  # about 20 ms of splitting and counting
@@ -61,12 +61,14 @@ def train(
     split_regex = resolve_pattern(pattern) if mode == "chunked" else None
 
     alphabet: list[str] | None = None
+    # Splitting a large text takes seconds before the trainer starts; report that time too.
+    splitting_check = _reporting_stop_check(progress, should_stop)
     if mode == "naive":
         sequences: Sequence[tuple[Sequence[int], int]] = [(text.encode("utf-8"), 1)]
     elif mode == "chunked":
-        sequences = chunk_sequences(text, split_regex or "", should_stop=should_stop)
+        sequences = chunk_sequences(text, split_regex or "", should_stop=splitting_check)
     else:
-        alphabet, sequences = word_sequences(text, should_stop=should_stop)
+        alphabet, sequences = word_sequences(text, should_stop=splitting_check)
     base = 256 if alphabet is None else len(alphabet) + 1
     max_merges = vocab_size - base - len(specials)
     if max_merges < 0:
@@ -183,6 +185,20 @@ def word_sequences(
         sequences.extend((list(map(to_id, word)) + end_of_word, n) for word, n in batch)
         check_between(first)
     return alphabet, sequences
+
+
+def _reporting_stop_check(progress: ProgressFn | None, should_stop: StopFn | None) -> StopFn | None:
+    """A stop check for the splitting stage that also reports progress: nothing is merged or
+    counted yet, so every field is zero (the merge target too: in words mode it depends on
+    the alphabet, which is not known until the text is split)."""
+    if progress is None:
+        return should_stop
+
+    def check() -> bool:
+        progress(Progress(0, 0, None, 0, 0))
+        return should_stop is not None and should_stop()
+
+    return check
 
 
 def _check_specials(special_tokens: Iterable[str], mode: str) -> list[str]:

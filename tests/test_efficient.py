@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import bpe
 import bpe.efficient
+import bpe.training
 from bpe import chunk_counts
 from bpe.chunk_counts import count_chunks
 from bpe.efficient import train_efficient
@@ -298,3 +299,17 @@ def test_property_every_safe_cut_keeps_the_gpt4_matches(text):
     # before and after whitespace, non-ASCII spaces; a block per safe cut.
     in_blocks = chunk_counts._count_in_blocks(text, block_chars=1)
     assert list(in_blocks.items()) == plain_chunk_counts(text, GPT4_PATTERN)
+
+
+@pytest.mark.parametrize("mode", ["chunked", "words"])
+def test_progress_is_reported_while_the_text_is_split(monkeypatch, mode):
+    # Small blocks stand in for a large corpus: splitting asks between blocks.
+    monkeypatch.setattr(chunk_counts, "_BLOCK_CHARS", 64)
+    monkeypatch.setattr(bpe.training, "_WORD_BLOCK_CHARS", 64)
+    seen: list[bpe.Progress] = []
+    text = "the cat sat on the mat\n" * 200
+    bpe.train(text, vocab_size=300, mode=mode, trainer="efficient", progress=seen.append)
+    splitting = [p for p in seen if p.merges_target == 0]
+    assert splitting and all(p == bpe.Progress(0, 0, None, 0, 0) for p in splitting)
+    first_real = min(i for i, p in enumerate(seen) if p.merges_target)
+    assert all(i < first_real for i, p in enumerate(seen) if p.merges_target == 0)

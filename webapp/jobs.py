@@ -161,7 +161,8 @@ def train_job(
     namer = PairNamer(settings, text)
 
     def progress(p: bpe.Progress) -> None:
-        report(Update(p.merges_done, p.merges_target, namer.name(p), p.count))
+        # A target of 0 means the text is still being split: the target is not known yet.
+        report(Update(p.merges_done, p.merges_target or None, namer.name(p), p.count))
 
     kwargs: dict[str, Any] = {}
     if settings["mode"] == "chunked":
