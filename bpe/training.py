@@ -85,6 +85,10 @@ def train(
         progress=progress,
         should_stop=should_stop,
     )
+    # Tearing down a large trainer's state takes a few hundred ms after its last check: a stop
+    # asked for meanwhile still wins, so a cancelled job never turns up as a result.
+    if should_stop is not None and should_stop():
+        raise TrainingCancelled(len(records))
     merges = [(r.left, r.right, r.new_id) for r in records]
     next_id = base + len(merges)
     stats = TrainingStats(

@@ -276,3 +276,17 @@ def test_import_bpe_loads_neither_flask_nor_sqlalchemy():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("trainer", ["reference", "efficient"])
+def test_a_stop_asked_for_after_the_last_merge_still_cancels(trainer):
+    asked = []
+
+    def progress(p: bpe.Progress) -> None:
+        if p.merges_target and p.merges_done == p.merges_target:
+            asked.append(True)  # the stop arrives as the last merge completes
+
+    with pytest.raises(bpe.TrainingCancelled) as info:
+        bpe.train(LOREM, vocab_size=266, mode="naive", trainer=trainer, progress=progress,
+                  should_stop=lambda: bool(asked))
+    assert info.value.merges_done == 10
