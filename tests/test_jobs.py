@@ -304,16 +304,19 @@ def threaded_app(app_config):
     app.extensions["bpe_db"].dispose()
 
 
-def test_threaded_job_reports_progress_and_succeeds(threaded_app, random_words):
+def stored_corpus(app, text: str, name: str = "w"):
+    """A corpus row stored as an upload stores it, outside any request."""
     from webapp.uploads import store_text
 
-    client = threaded_app.test_client()
     corpus, _ = store_text(
-        threaded_app.extensions["bpe_db"],
-        random_words(20000),
-        name="w",
-        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
+        app.extensions["bpe_db"], text, name=name, tmp_dir=app.config["UPLOAD_TMP_DIR"]
     )
+    return corpus
+
+
+def test_threaded_job_reports_progress_and_succeeds(threaded_app, random_words):
+    client = threaded_app.test_client()
+    corpus = stored_corpus(threaded_app, random_words(20000), "w")
     job_id = start_job(client, corpus.slug, vocab_size="1500", trainer="efficient")
     seen = []
 
@@ -330,15 +333,8 @@ def test_threaded_job_reports_progress_and_succeeds(threaded_app, random_words):
 
 
 def test_threaded_cancel_stops_within_two_seconds(threaded_app, random_words):
-    from webapp.uploads import store_text
-
     client = threaded_app.test_client()
-    corpus, _ = store_text(
-        threaded_app.extensions["bpe_db"],
-        random_words(60000),
-        name="w",
-        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
-    )
+    corpus = stored_corpus(threaded_app, random_words(60000), "w")
     # The reference trainer recounts everything per merge: this would take minutes.
     job_id = start_job(client, corpus.slug, vocab_size="20000", trainer="reference")
     wait_for(lambda: job_row(threaded_app, job_id).merges_done > 0, timeout=60)
@@ -350,20 +346,13 @@ def test_threaded_cancel_stops_within_two_seconds(threaded_app, random_words):
 
 
 def test_a_job_whose_process_cannot_start_fails_with_the_reason(threaded_app, monkeypatch):
-    from webapp.uploads import store_text
-
     runner = threaded_app.extensions["bpe_jobs"]
 
     def broken_spawn(job_id):
         raise OSError("no more processes")
 
     monkeypatch.setattr(runner, "_spawn", broken_spawn)
-    corpus, _ = store_text(
-        threaded_app.extensions["bpe_db"],
-        "a b c",
-        name="x",
-        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
-    )
+    corpus = stored_corpus(threaded_app, "a b c", "x")
     job_id = start_job(threaded_app.test_client(), corpus.slug)
     wait_for(lambda: job_row(threaded_app, job_id).status == "failed", timeout=10)
     assert "no more processes" in job_row(threaded_app, job_id).error
@@ -374,8 +363,6 @@ def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
 ):
     import os
     import signal
-
-    from webapp.uploads import store_text
 
     runner = threaded_app.extensions["bpe_jobs"]
     spawned: list[int] = []
@@ -388,12 +375,7 @@ def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
 
     monkeypatch.setattr(runner, "_spawn", spawn_and_remember)
     client = threaded_app.test_client()
-    corpus, _ = store_text(
-        threaded_app.extensions["bpe_db"],
-        random_words(60000),
-        name="w",
-        tmp_dir=threaded_app.config["UPLOAD_TMP_DIR"],
-    )
+    corpus = stored_corpus(threaded_app, random_words(60000), "w")
     # Reference trainer with a large vocab: still running when the process is killed.
     doomed = start_job(client, corpus.slug, vocab_size="20000", trainer="reference")
     after = start_job(client, corpus.slug, vocab_size="300", trainer="efficient")
