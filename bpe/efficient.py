@@ -204,8 +204,9 @@ class _Corpus:
         self.nxt = array("i")  # nxt[p]: where the token after the one at p starts
         for start, stop in _slices(len(self.tok), tick):
             self.nxt.extend(range(start + 1, stop + 1))
-        self.prv = array("i", [-1, 0]) + self.nxt[:-2]  # prv[p]: where the one before starts
-        tick()
+        self.prv = array("i")  # prv[p]: where the token before the one at p starts
+        for start, stop in _slices(len(self.tok), tick):
+            self.prv.extend(range(start - 1, stop - 1))
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
         self.positions: dict[int, array] = {}  # pair key -> where it starts (some stale)
         self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts

@@ -313,3 +313,17 @@ def test_progress_is_reported_while_the_text_is_split(monkeypatch, mode):
     assert splitting and all(p == bpe.Progress(0, 0, None, 0, 0) for p in splitting)
     first_real = min(i for i, p in enumerate(seen) if p.merges_target)
     assert all(i < first_real for i, p in enumerate(seen) if p.merges_target == 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=40).map(lambda b: b.replace(b"\xff", b"")))
+def test_property_byte_pair_buckets_list_every_position_in_order(data):
+    layout = b"\xff" + data + b"\xff"
+    k = 257
+    expected: dict[int, list[int]] = {}
+    for p in range(len(layout) - 1):
+        left, right = layout[p], layout[p + 1]
+        if left != 0xFF and right != 0xFF:
+            expected.setdefault(left * k + right, []).append(p)
+    got = bpe.efficient._byte_pairs(layout, k, lambda: None)
+    assert {key: list(where) for key, where in got.items()} == expected
