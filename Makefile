@@ -27,7 +27,8 @@ test: install browser
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check bpe webapp tests benchmarks
+	$(BIN)/ruff check bpe webapp tests benchmarks migrations
+	$(BIN)/ruff format --check bpe webapp tests benchmarks migrations
 
 bench: install
 	$(BIN)/python benchmarks/train_vs_peers.py

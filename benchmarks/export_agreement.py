@@ -69,9 +69,9 @@ def measure(tok: bpe.Tokenizer, docs: list[str], hf, enc) -> Agreement:
     canon = canonical_ids(tok)
     ours = [tok.encode(d) for d in docs]
     theirs = [e.ids for e in hf.encode_batch(docs)]
-    hf_exact = sum(a == b for a, b in zip(ours, theirs))
-    hf_canon = sum([canon.get(i, i) for i in a] == b for a, b in zip(ours, theirs))
-    tt_docs = sum(a == enc.encode_ordinary(d) for a, d in zip(ours, docs))
+    hf_exact = sum(a == b for a, b in zip(ours, theirs, strict=False))
+    hf_canon = sum([canon.get(i, i) for i in a] == b for a, b in zip(ours, theirs, strict=False))
+    tt_docs = sum(a == enc.encode_ordinary(d) for a, d in zip(ours, docs, strict=False))
     chunks = total = 0
     for d in docs:
         for piece, ids in _pieces(tok, d):
@@ -93,7 +93,7 @@ def _pieces(tok: bpe.Tokenizer, doc: str) -> list[tuple[str, list[int]]]:
     if tok.mode == "naive":
         return [(doc, tok.encode(doc))]
     chunks = bpe.split_chunks(doc, tok.pattern or "")
-    return list(zip(chunks, tok.encode_chunks(doc)))
+    return list(zip(chunks, tok.encode_chunks(doc), strict=False))
 
 
 def pct(part: int, whole: int) -> str:

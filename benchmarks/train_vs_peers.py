@@ -55,7 +55,7 @@ CASES = {
 PEERS = ["ours", "hf1", "hf", "rustbpe", "spm"]
 
 
-# ----- the workers: each runs in its own process ----------------------------------------------------
+# ----- the workers: each runs in its own process --------------------------------------------------
 def read_corpus(case: Case) -> str:
     data = (CORPORA_DIR / case.corpus).read_bytes()
     if case.limit is not None and case.limit < len(data):
@@ -204,7 +204,7 @@ def worker_main(role: str, peer: str, case_name: str, out: str) -> None:
     print(json.dumps(result))
 
 
-# ----- the parent: runs and measures each worker ------------------------------------------------------
+# ----- the parent: runs and measures each worker --------------------------------------------------
 def run_child(role: str, peer: str, case: Case, out: Path, timeout: float) -> dict:
     env = dict(os.environ)
     env.pop("RAYON_NUM_THREADS", None)

@@ -53,9 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files ('-' for stdin)")
     p.add_argument("--vocab-size", type=int, required=True, help="total ids, specials included")
     p.add_argument("--mode", choices=MODES, default="chunked")
-    p.add_argument(
-        "--pattern", default="gpt4", help="chunked mode split: gpt4, gpt2 or a regex"
-    )
+    p.add_argument("--pattern", default="gpt4", help="chunked mode split: gpt4, gpt2 or a regex")
     p.add_argument("--trainer", choices=TRAINERS, default=DEFAULT_TRAINER)
     p.add_argument("--special", action="append", default=[], metavar="TOKEN")
     p.add_argument("--min-frequency", type=int, default=1)

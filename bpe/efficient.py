@@ -1,4 +1,5 @@
-"""The efficient trainer: seed 004's incremental algorithm, record for record the reference's output.
+"""The efficient trainer: seed 004's incremental algorithm, record for record the reference's
+output.
 
 What it adds over `bpe.reference`: instead of recounting every pair after every merge, it keeps
 the pair counts live and touches only the places a merge changes.

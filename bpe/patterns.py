@@ -11,9 +11,7 @@ from functools import lru_cache
 import regex
 
 # GPT-2's pattern (OpenAI's `r50k_base`).
-GPT2_PATTERN = (
-    r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-)
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 # GPT-4's pattern (OpenAI's `cl100k_base`), as given in seed 000.
 GPT4_PATTERN = (

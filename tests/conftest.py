@@ -136,8 +136,7 @@ def make_tokenizer(app, make_corpus):
         )
         with app.extensions["bpe_db"].session_scope() as session:
             row = store_tokenizer(session, tok, corpus_id=corpus.id)
-            ref = TokenizerRef(row.id, row.slug, corpus.id, corpus.slug, tok)
-        return ref
+            return TokenizerRef(row.id, row.slug, corpus.id, corpus.slug, tok)
 
     return _make
 

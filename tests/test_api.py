@@ -53,9 +53,7 @@ def test_encode_special_tokens_only_when_allowed(client, tok_ref):
     for allowed in ("all", ["<|end|>"]):
         ids = client.post(url, json={"text": "a<|end|>", "allowed_special": allowed}).get_json()
         assert ids["ids"][-1] == 319
-    message = error_of(
-        client.post(url, json={"text": "a", "allowed_special": ["<|nope|>"]}), 422
-    )
+    message = error_of(client.post(url, json={"text": "a", "allowed_special": ["<|nope|>"]}), 422)
     assert "<|nope|>" in message
     error_of(client.post(url, json={"text": "a", "allowed_special": 5}), 422)
 
@@ -80,11 +78,11 @@ def test_encode_bad_bodies_are_400(client, tok_ref, kwargs):
 
 def test_encode_oversize_text_is_413(app, client, tok_ref):
     app.config["PLAYGROUND_MAX_BYTES"] = 1000
-    message = error_of(
-        client.post(f"/api/t/{tok_ref.slug}/encode", json={"text": "x" * 1001}), 413
-    )
+    message = error_of(client.post(f"/api/t/{tok_ref.slug}/encode", json={"text": "x" * 1001}), 413)
     assert "1,000 bytes" in message
-    assert client.post(f"/api/t/{tok_ref.slug}/encode", json={"text": "x" * 1000}).status_code == 200
+    assert (
+        client.post(f"/api/t/{tok_ref.slug}/encode", json={"text": "x" * 1000}).status_code == 200
+    )
 
 
 def test_decode_round_trips(client, tok_ref):

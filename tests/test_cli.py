@@ -13,7 +13,11 @@ TEXT = "the cat sat on the mat\nthe cat ate the rat\n"
 
 def bpe_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bpe", *args], input=stdin, capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "bpe", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
         timeout=120,
     )
 
@@ -23,8 +27,18 @@ def tok_path(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TEXT, encoding="utf-8")
     out = tmp_path / "tok.json"
-    result = bpe_cli("train", str(corpus), "--vocab-size", "268", "--trainer", "reference",
-                     "--special", "<eot>", "-o", str(out))
+    result = bpe_cli(
+        "train",
+        str(corpus),
+        "--vocab-size",
+        "268",
+        "--trainer",
+        "reference",
+        "--special",
+        "<eot>",
+        "-o",
+        str(out),
+    )
     assert result.returncode == 0, result.stderr
     assert "learned" in result.stderr
     return out
@@ -71,8 +85,19 @@ def test_all_modes_and_trainers_are_selectable(tmp_path):
     corpus.write_text(TEXT, encoding="utf-8")
     for mode, size in (("naive", "270"), ("words", "40")):
         out = tmp_path / f"{mode}.json"
-        result = bpe_cli("train", str(corpus), "--mode", mode, "--vocab-size", size,
-                         "--trainer", "reference", "-q", "-o", str(out))
+        result = bpe_cli(
+            "train",
+            str(corpus),
+            "--mode",
+            mode,
+            "--vocab-size",
+            size,
+            "--trainer",
+            "reference",
+            "-q",
+            "-o",
+            str(out),
+        )
         assert result.returncode == 0, result.stderr
         assert result.stderr == ""
         assert json.loads(out.read_text())["mode"] == mode
@@ -83,8 +108,10 @@ def test_all_modes_and_trainers_are_selectable(tmp_path):
     [
         (("train", "MISSING.txt", "--vocab-size", "300", "-o", "x.json"), "cannot read"),
         (("train", "CORPUS", "--vocab-size", "10", "-o", "x.json"), "vocab_size must be at least"),
-        (("train", "CORPUS", "--vocab-size", "300", "--pattern", "(", "-o", "x.json"),
-         "not a valid regex"),
+        (
+            ("train", "CORPUS", "--vocab-size", "300", "--pattern", "(", "-o", "x.json"),
+            "not a valid regex",
+        ),
         (("train", "BADUTF8", "--vocab-size", "300", "-o", "x.json"), "not UTF-8"),
         (("decode", "-t", "TOK", "12", "x"), "not a token id"),
         (("decode", "-t", "TOK", "99999"), "not in this vocabulary"),
@@ -133,8 +160,22 @@ def test_export_refuses_words_mode_with_one_line(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text(TEXT, encoding="utf-8")
     out = tmp_path / "w.json"
-    assert bpe_cli("train", str(corpus), "--mode", "words", "--vocab-size", "40",
-                   "--trainer", "reference", "-q", "-o", str(out)).returncode == 0
+    assert (
+        bpe_cli(
+            "train",
+            str(corpus),
+            "--mode",
+            "words",
+            "--vocab-size",
+            "40",
+            "--trainer",
+            "reference",
+            "-q",
+            "-o",
+            str(out),
+        ).returncode
+        == 0
+    )
     result = bpe_cli("export", "-t", str(out), "--format", "hf", "-o", str(tmp_path / "x"))
     assert result.returncode == 1
     assert "byte-level modes only" in result.stderr

@@ -185,7 +185,7 @@ def test_a_deleted_tokeniser_is_a_404(app, client, pair):
     assert response.status_code == 404 and "no tokeniser at this address" in response.text
 
 
-# ----- "compare with…" on the tokeniser page -------------------------------------------------------
+# ----- "compare with…" on the tokeniser page ------------------------------------------------------
 def test_tokeniser_page_offers_the_other_tokenisers_of_its_corpus(client, pair, make_tokenizer):
     _, naive, chunked = pair
     elsewhere = make_tokenizer("other text entirely " * 5, vocab_size=260)
@@ -197,7 +197,7 @@ def test_tokeniser_page_offers_the_other_tokenisers_of_its_corpus(client, pair, 
     assert response.headers["Location"].endswith(f"/compare/{naive.slug}/{chunked.slug}")
 
 
-# ----- naive vs chunked from the corpus page ----------------------------------------------------------
+# ----- naive vs chunked from the corpus page ------------------------------------------------------
 def test_corpus_page_queues_both_jobs_and_leads_to_the_comparison(client, job_runner, make_corpus):
     corpus = make_corpus(TEXT, name="cats")
     assert "Compare naive vs chunked" in client.get(f"/c/{corpus.slug}").text
@@ -278,7 +278,7 @@ def test_library_agrees_on_what_crosses_a_chunk():
     assert len(bpe.split_chunks("dog.", bpe.GPT4_PATTERN)) == 2
 
 
-# ----- hostile text ----------------------------------------------------------------------------------
+# ----- hostile text -------------------------------------------------------------------------------
 @settings(
     max_examples=6,
     deadline=None,

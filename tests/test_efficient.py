@@ -174,7 +174,7 @@ def test_corpus_slice_equals_reference(name, mode):
     assert_same_training(corpus_slice(name), mode, merges=120)
 
 
-# ----- behaviour ------------------------------------------------------------------------------------
+# ----- behaviour ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("text", ["", "a", "ab", "abab", "中"])
 @pytest.mark.parametrize("mode", MODES)
 def test_tiny_corpus_stops_cleanly_when_no_pair_is_left(text, mode):

@@ -15,14 +15,24 @@ from tests.strategies import TEXTS
 
 def trained(mode: str = "chunked", **options) -> bpe.Tokenizer:
     text = "the cat sat on the mat; the cat ate the rat. 中文中文 😀😀"
-    return bpe.train(text, vocab_size=options.pop("vocab_size", 290 if mode != "words" else 60),
-                     mode=mode, trainer="reference", **options)
+    return bpe.train(
+        text,
+        vocab_size=options.pop("vocab_size", 290 if mode != "words" else 60),
+        mode=mode,
+        trainer="reference",
+        **options,
+    )
 
 
 def assert_same(a: bpe.Tokenizer, b: bpe.Tokenizer) -> None:
     assert to_dict(a) == to_dict(b)
     assert (a.mode, a.pattern, a.merges, a.special_tokens, a.alphabet) == (
-        b.mode, b.pattern, b.merges, b.special_tokens, b.alphabet)
+        b.mode,
+        b.pattern,
+        b.merges,
+        b.special_tokens,
+        b.alphabet,
+    )
 
 
 @pytest.mark.parametrize("mode", ["naive", "chunked", "words"])
@@ -38,8 +48,16 @@ def test_save_and_load_round_trip(tmp_path, mode):
 
 def test_documented_keys_are_present():
     data = json.loads(dumps(trained("chunked", special_tokens=["<eot>"], vocab_size=280)))
-    for key in ("format", "version", "mode", "pattern", "merges", "special_tokens", "alphabet",
-                "training"):
+    for key in (
+        "format",
+        "version",
+        "mode",
+        "pattern",
+        "merges",
+        "special_tokens",
+        "alphabet",
+        "training",
+    ):
         assert key in data
     assert data["mode"] == "chunked" and isinstance(data["pattern"], str)
     assert all(len(m) == 3 for m in data["merges"])
@@ -48,13 +66,21 @@ def test_documented_keys_are_present():
 
 
 @settings(max_examples=40, deadline=None)
-@given(text=TEXTS, mode=st.sampled_from(["naive", "chunked", "words"]),
-       specials=st.lists(st.text(min_size=1, max_size=5), max_size=3, unique=True))
+@given(
+    text=TEXTS,
+    mode=st.sampled_from(["naive", "chunked", "words"]),
+    specials=st.lists(st.text(min_size=1, max_size=5), max_size=3, unique=True),
+)
 def test_property_json_round_trip_is_exact(text, mode, specials):
     specials = [s for s in specials if not (mode == "words" and s in ("<unk>", "</w>"))]
     base = 256 if mode != "words" else len(set("".join(text.split()))) + 1
-    tok = bpe.train(text, vocab_size=base + 1 + len(specials) + 12, mode=mode,
-                    special_tokens=specials, trainer="reference")
+    tok = bpe.train(
+        text,
+        vocab_size=base + 1 + len(specials) + 12,
+        mode=mode,
+        special_tokens=specials,
+        trainer="reference",
+    )
     again = loads(dumps(tok))
     assert_same(tok, again)
     assert dumps(again) == dumps(tok)
@@ -82,8 +108,10 @@ def corrupt(change) -> str:
         (corrupt(lambda d: d["merges"].append([1, 2])), "is not \\[left_id, right_id, new_id\\]"),
         (corrupt(lambda d: d["merges"][0].__setitem__(2, 999)), "should create id 256"),
         (corrupt(lambda d: d["merges"][0].__setitem__(0, 700)), "does not exist yet"),
-        (corrupt(lambda d: d["merges"].append(d["merges"][0][:2] + [256 + len(d["merges"])])),
-         "merged twice"),
+        (
+            corrupt(lambda d: d["merges"].append(d["merges"][0][:2] + [256 + len(d["merges"])])),
+            "merged twice",
+        ),
         (corrupt(lambda d: d.update(special_tokens={"<eot>": 5})), "should be"),
         (corrupt(lambda d: d.update(alphabet=["a"])), "alphabet must be null"),
         (corrupt(lambda d: d["training"].pop("merge_counts")), "training is incomplete"),

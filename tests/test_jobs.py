@@ -49,7 +49,7 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02):
 
 # ----- settings --------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "overrides, words",
+    ("overrides", "words"),
     [
         ({"mode": "bogus"}, "Mode must be one of"),
         ({"trainer": "fast"}, "Trainer must be one of"),

@@ -115,7 +115,9 @@ def test_special_tokens_take_the_last_ids(mode):
 
 
 def test_special_tokens_are_text_unless_allowed():
-    tok = bpe.train(LOREM, vocab_size=270, mode="chunked", special_tokens=["<eot>"], trainer=TRAINER)
+    tok = bpe.train(
+        LOREM, vocab_size=270, mode="chunked", special_tokens=["<eot>"], trainer=TRAINER
+    )
     text = "dolor<eot>sed"
     plain = tok.encode(text)
     assert tok.special_tokens["<eot>"] not in plain
@@ -145,7 +147,14 @@ def test_bad_settings_say_what_to_fix(settings_, message):
 
 
 def test_patterns_split_as_documented():
-    assert split_chunks("I'm here  now!\n", GPT4_PATTERN) == ["I", "'m", " here", " ", " now", "!\n"]
+    assert split_chunks("I'm here  now!\n", GPT4_PATTERN) == [
+        "I",
+        "'m",
+        " here",
+        " ",
+        " now",
+        "!\n",
+    ]
     assert split_chunks("I'm 12345", GPT2_PATTERN) == ["I", "'m", " 12345"]
     assert split_chunks("12345", GPT4_PATTERN) == ["123", "45"]
     assert bpe.resolve_pattern(r"\w+|\s+") == r"\w+|\s+"
@@ -219,7 +228,7 @@ def test_long_single_byte_run_encodes_like_repeated_merging():
     assert ids == _encode_by_rescanning(list(text.encode()), tok.ranks)
 
 
-# ----- words mode -----------------------------------------------------------------------------------
+# ----- words mode ---------------------------------------------------------------------------------
 def test_words_mode_ids_and_end_of_word():
     tok = bpe.train("low lower lowest newest widest", vocab_size=40, mode="words", trainer=TRAINER)
     assert tok.alphabet == sorted(set("lowernstid"))
@@ -265,7 +274,7 @@ def test_progress_reports_every_merge_and_cancel_raises():
     assert info.value.merges_done == 3
 
 
-# ----- isolation ------------------------------------------------------------------------------------
+# ----- isolation ----------------------------------------------------------------------------------
 def test_import_bpe_loads_neither_flask_nor_sqlalchemy():
     code = (
         "import sys, bpe, bpe.cli, bpe.token_info\n"
@@ -273,7 +282,9 @@ def test_import_bpe_loads_neither_flask_nor_sqlalchemy():
         "print(bad)\n"
         "sys.exit(1 if bad else 0)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "[]"
 
@@ -287,6 +298,12 @@ def test_a_stop_asked_for_after_the_last_merge_still_cancels(trainer):
             asked.append(True)  # the stop arrives as the last merge completes
 
     with pytest.raises(bpe.TrainingCancelled) as info:
-        bpe.train(LOREM, vocab_size=266, mode="naive", trainer=trainer, progress=progress,
-                  should_stop=lambda: bool(asked))
+        bpe.train(
+            LOREM,
+            vocab_size=266,
+            mode="naive",
+            trainer=trainer,
+            progress=progress,
+            should_stop=lambda: bool(asked),
+        )
     assert info.value.merges_done == 10

@@ -22,13 +22,13 @@ def test_empty_database_upgrades_to_head_and_back_to_base(app_config):
     try:
         assert _tables(database) == set()
         db.upgrade(database)
-        assert TABLES <= _tables(database)  # other areas' migrations add their own tables
+        assert _tables(database) >= TABLES  # other areas' migrations add their own tables
         assert db.current_revision(database) is not None
         db.downgrade(database, "base")
         assert _tables(database) == set()
         assert db.current_revision(database) is None
         db.upgrade(database)  # and up again: the downgrade left nothing in the way
-        assert TABLES <= _tables(database)
+        assert _tables(database) >= TABLES
     finally:
         database.dispose()
 

@@ -37,8 +37,13 @@ def test_command_line_examples_run(tmp_path):
         if not command:
             continue
         result = subprocess.run(
-            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-            check=False, timeout=120,
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
         )
         assert result.returncode == 0, f"{command}: {result.stderr}"
     assert (tmp_path / "tokenizer.json").exists() and (tmp_path / "tok.tiktoken").exists()

@@ -118,7 +118,7 @@ def test_upload_exactly_at_the_limit_is_accepted(app_config):
 
 
 @pytest.mark.parametrize(
-    "data, offset",
+    ("data", "offset"),
     [
         (b"hello \xff world", 6),
         (b"\xc3\x28", 0),  # a lead byte followed by a non-continuation byte
@@ -244,7 +244,7 @@ def test_api_upload_multipart(app, client):
 
 
 @pytest.mark.parametrize(
-    "kwargs, status, words",
+    ("kwargs", "status", "words"),
     [
         ({"data": b"\xff", "content_type": "text/plain"}, 422, "byte offset 0"),
         ({"data": b"", "content_type": "text/plain"}, 422, "empty"),
@@ -332,7 +332,10 @@ def test_bidi_and_control_characters_never_reach_a_page_raw(app, client):
     response = upload_file(client, b"some text for a corpus", name=hostile)
     slug = slug_of(response)
     assert stored(app, slug).name == "evilgnp.exe"
-    pages = [client.get(f"/c/{slug}").get_data(as_text=True), client.get("/").get_data(as_text=True)]
+    pages = [
+        client.get(f"/c/{slug}").get_data(as_text=True),
+        client.get("/").get_data(as_text=True),
+    ]
     for page in pages:
         assert "\u202e" not in page and "\x07" not in page
         assert "evilgnp.exe" in page

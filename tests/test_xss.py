@@ -35,7 +35,7 @@ PAYLOADS = [
     "{{ 7*7 }}",
 ]
 # What must never be in the page source as written by an attacker.
-NEVER_RAW = ["<script>", "<img", "onerror=", "hx-get=\"/api", "</textarea><b>", "hx-trigger=\"load"]
+NEVER_RAW = ["<script>", "<img", "onerror=", 'hx-get="/api', "</textarea><b>", 'hx-trigger="load']
 OUR_HTMX = {"hx-get", "hx-post", "hx-target", "hx-trigger", "hx-push-url", "hx-on::before-swap"}
 SPECIAL = "<|<script>x</script>|>"
 

@@ -76,7 +76,8 @@ def corpus_of(session: Session, row: Tokenizer) -> Corpus | None:
 def check_token_id(row: Tokenizer, token_id: int) -> None:
     if not 0 <= token_id < row.vocab_size:
         raise UserError(
-            f"There is no token {token_id} in this tokeniser: its ids run 0 to {row.vocab_size - 1}.",
+            f"There is no token {token_id} in this tokeniser: "
+            f"its ids run 0 to {row.vocab_size - 1}.",
             status=404,
         )
 
@@ -208,7 +209,7 @@ def _query_params(search: Search, paging: Paging, filters: dict, changes: dict) 
     return {k: v for k, v in values.items() if v not in ("", None)}
 
 
-# ----- pages ---------------------------------------------------------------------------------------
+# ----- pages --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Page:
     rows: list[Any]

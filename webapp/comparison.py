@@ -90,8 +90,8 @@ def crosses_chunk_boundary(data: bytes, pattern: str = GPT4_PATTERN) -> bool:
     """Would the pattern cut this token's text in two? Judged on its whole characters: bytes of
     a character split off at either end are left out (on their own they match no chunk rule).
 
-    >>> crosses_chunk_boundary(b"t "), crosses_chunk_boundary(b" the"), crosses_chunk_boundary(b"dog.")
-    (True, False, True)
+    >>> [crosses_chunk_boundary(t) for t in (b"t ", b" the", b"dog.")]
+    [True, False, True]
     """
     return len(split_chunks(data.decode("utf-8", errors="ignore"), pattern)) > 1
 

@@ -79,4 +79,3 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(InternalServerError)
     def _server_error(exc: InternalServerError):
         return error_response(500, "An unexpected error happened; it has been logged.")
-

@@ -146,7 +146,7 @@ class PairNamer:
             self.known[self.base + progress.merges_done - 1] = parts[0] + parts[1]
         return " + ".join(
             repr(p.decode("utf-8", errors="replace")) if p is not None else f"#{i}"
-            for p, i in zip(parts, (left, right))
+            for p, i in zip(parts, (left, right), strict=False)
         )
 
 

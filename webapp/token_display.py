@@ -219,7 +219,7 @@ def byte_pieces(
     pieces: list[Piece] = []
     valid_start = None
     invalid_start = None
-    for start, end, valid in utf8_spans(data):
+    for start, _end, valid in utf8_spans(data):
         if valid:
             if invalid_start is not None:
                 pieces.append(_invalid_piece(data[invalid_start:start], invalid))
@@ -298,8 +298,8 @@ def token_views(
 def split_character_groups(infos: Sequence[TokenInfo]) -> list[list[TokenInfo]]:
     """Runs of tokens whose boundaries fall inside a character, so the run shows whole ones.
 
-    >>> [[i.token_id for i in g] for g in split_character_groups(
-    ...     [TokenInfo(1, b"a\\xe4"), TokenInfo(2, b"\\xb8"), TokenInfo(3, b"\\xad"), TokenInfo(4, b"b")])]
+    >>> infos = [TokenInfo(1, b"a\\xe4"), TokenInfo(2, b"\\xb8"), TokenInfo(3, b"\\xad")]
+    >>> [[i.token_id for i in g] for g in split_character_groups(infos + [TokenInfo(4, b"b")])]
     [[1, 2, 3], [4]]
     """
     data = b"".join(info.data for info in infos)
@@ -377,7 +377,7 @@ def counts(text: str, ids: Sequence[int]) -> Counts:
     return Counts(bytes=len(text.encode("utf-8")), characters=len(text), tokens=len(ids))
 
 
-# ----- any other text on a page --------------------------------------------------------------------
+# ----- any other text on a page -------------------------------------------------------------------
 def escape_html(text: str) -> str:
     """HTML-escape text for element content or a quoted attribute, `=` included, so user text
     never spells an attribute (`hx-get=`) anywhere in the page source, not even as text.

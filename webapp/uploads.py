@@ -16,6 +16,7 @@ blob I/O), so a 100 MB corpus never sits in memory whole; PostgreSQL gets the by
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -84,10 +85,8 @@ class NormalizedText:
     source_encoding: str
 
     def discard(self) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        except FileNotFoundError:
-            pass
 
 
 def normalize_stream(stream: BinaryIO, *, limit: int, tmp_dir: str) -> NormalizedText:

@@ -146,9 +146,7 @@ def shared(slug: str, share_slug: str):
 
 def check_playground_text(text: str) -> None:
     try:
-        check_text(
-            text, max_bytes=current_app.config["PLAYGROUND_MAX_BYTES"]
-        )
+        check_text(text, max_bytes=current_app.config["PLAYGROUND_MAX_BYTES"])
     except TextTooLarge as exc:
         raise UserError(str(exc), status=413) from None
 
