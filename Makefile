@@ -3,13 +3,22 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Exact versions and hashes of everything below; `make lock` regenerates it from pyproject.toml.
+LOCK := requirements.lock
+# The lock holds every extra (web, postgres, peers, dev) and all of it goes into .venv.
+# A user who wants only the library runs `pip install .` (regex alone).
+LOCK_ARGS := pyproject.toml --all-extras --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command 'make lock' --quiet
+LINT_PATHS := bpe webapp tests benchmarks migrations
 
-.PHONY: install run test lint bench browser
+.PHONY: install run test lint lock lock-upgrade lock-check bench browser
 
-$(STAMP): pyproject.toml
+# Installs the lock with pip, every hash checked and nothing resolved (--no-deps), then the
+# project itself, editable, without touching those pins.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,postgres]'
+	$(BIN)/pip install -q --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,9 +35,27 @@ browser:
 test: install browser
 	$(BIN)/python -m pytest -q
 
-lint: install
-	$(BIN)/ruff check bpe webapp tests benchmarks migrations
-	$(BIN)/ruff format --check bpe webapp tests benchmarks migrations
+lint: install lock-check
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
+
+# After changing dependencies in pyproject.toml: `make lock`, then commit requirements.lock.
+# It keeps every pin it can (uv prefers the versions already in the lock) and adds what is new;
+# `make lock-upgrade` moves everything to the newest versions pyproject.toml allows.
+# On a merge conflict in the lock: take main's side, then `make lock` again.
+lock: install
+	$(BIN)/uv pip compile $(LOCK_ARGS) -o $(LOCK)
+
+lock-upgrade: install
+	$(BIN)/uv pip compile $(LOCK_ARGS) --upgrade -o $(LOCK)
+
+# Fails when pyproject.toml changed but requirements.lock was not regenerated.
+lock-check: install
+	@cp $(LOCK) $(VENV)/lock-check.txt
+	@$(BIN)/uv pip compile $(LOCK_ARGS) -o $(VENV)/lock-check.txt
+	@cmp -s $(LOCK) $(VENV)/lock-check.txt \
+		|| { echo "requirements.lock is out of date with pyproject.toml: run 'make lock'" >&2; \
+		     diff $(LOCK) $(VENV)/lock-check.txt | head -20 >&2; exit 1; }
 
 bench: install
 	$(BIN)/python benchmarks/train_vs_peers.py
