@@ -151,13 +151,23 @@ class Tokenizer:
         text: str,
         *,
         allowed_special: Literal["all"] | Iterable[str] = (),
+        merge_limit: int | None = None,
     ) -> list[int]:
         """Text -> ids. Special tokens are recognised only if allowed, otherwise they are text.
+        `merge_limit=k` uses only the first k merges (see `bpe.stepwise`); None uses them all.
 
         >>> tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
         >>> tok.encode("abaaab")
         [97, 98, 258]
+        >>> tok.encode("abaaab", merge_limit=1)
+        [97, 98, 256, 97, 98]
         """
+        if merge_limit is not None and merge_limit < len(self.merges):
+            from bpe.stepwise import encode_with_merges  # it builds on this module
+
+            return encode_with_merges(
+                self, text, merge_limit=merge_limit, allowed_special=allowed_special
+            )
         allowed = self._allowed_specials(allowed_special)
         if not allowed:
             return self._encode_ordinary(text)

@@ -1,0 +1,266 @@
+"""Watching an encoding happen: encode with only the first k merges, find which chunk and tokens
+each part of a text became, and replay one chunk's encoding step by step.
+
+Everything follows seed 002's rule, as `Tokenizer.encode` does: repeatedly apply the learned
+pair of lowest rank present, everywhere, left to right. Ranks only grow along the way (a merge
+always makes an id later than its parts), so encoding with the first k merges is the full
+encoding stopped before its first step of rank k or later, and it equals what a tokeniser
+trained to a vocabulary of base + k would give: greedy training learns the same first k merges.
+
+The functions take a `bpe.Tokenizer` and use only its public parts (`merges`, `ranks`, `vocab`,
+`alphabet`, `pattern`, `special_tokens`), so they hold for any id layout: the byte ids are read
+from the vocabulary, never assumed to be 0..255.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import regex
+
+from bpe.encoder import encode_ids
+from bpe.patterns import compile_pattern
+
+if TYPE_CHECKING:
+    from bpe.model import Tokenizer
+
+Ranks = dict[tuple[int, int], int]  # (left_id, right_id) -> new id, which is also the rank
+_byte_ids_cache: weakref.WeakKeyDictionary[Tokenizer, list[int]] = weakref.WeakKeyDictionary()
+_IDENTITY = list(range(256))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One unit that is encoded on its own: a split-pattern chunk (chunked mode), a word (words
+    mode: whitespace is not part of it), the text between special tokens (naive mode), or one
+    allowed special token. `start`/`end` are character offsets into the text."""
+
+    start: int
+    end: int
+    ids: list[int]
+    special: bool = False
+
+
+# ----- the first k merges ---------------------------------------------------------------------
+def first_merges(tok: Tokenizer, merge_limit: int | None) -> Ranks:
+    """The ranks table of the first `merge_limit` merges (None: all of them).
+
+    >>> from bpe.model import Tokenizer
+    >>> tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
+    >>> first_merges(tok, 1)
+    {(97, 97): 256}
+    """
+    count = len(tok.merges)
+    if merge_limit is None or merge_limit >= count:
+        return tok.ranks
+    if merge_limit < 0:
+        raise ValueError(f"merge_limit must be 0 or more (this tokeniser has {count} merges)")
+    # `ranks` is built from the merges in learned order, so its first k items are merges 0..k-1.
+    return dict(itertools.islice(tok.ranks.items(), merge_limit))
+
+
+def encode_chunks(
+    tok: Tokenizer,
+    text: str,
+    *,
+    allowed_special: Literal["all"] | Iterable[str] = (),
+    merge_limit: int | None = None,
+) -> list[Chunk]:
+    """The text's chunks in order, each with its ids, using only the first `merge_limit` merges.
+
+    Joining the chunks' ids gives `tok.encode(text, allowed_special=...)` when `merge_limit` is
+    None (or N), and the encoding of a tokeniser trained to base + k ids when it is k.
+
+    >>> from bpe.model import Tokenizer
+    >>> tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
+    >>> [c.ids for c in encode_chunks(tok, "abaaab", merge_limit=2)]
+    [[97, 98, 257, 98]]
+    """
+    ranks = first_merges(tok, merge_limit)
+    out: list[Chunk] = []
+    for start, end, special_id in _special_pieces(tok, text, allowed_special):
+        if special_id is not None:
+            out.append(Chunk(start, end, [special_id], special=True))
+            continue
+        for chunk_start, chunk_end in _chunk_spans(tok, text, start, end):
+            symbols = base_symbols(tok, text[chunk_start:chunk_end])
+            out.append(Chunk(chunk_start, chunk_end, encode_ids(symbols, ranks)))
+    return out
+
+
+def encode_with_merges(
+    tok: Tokenizer,
+    text: str,
+    *,
+    merge_limit: int | None = None,
+    allowed_special: Literal["all"] | Iterable[str] = (),
+) -> list[int]:
+    """`tok.encode(text)` using only the first `merge_limit` merges: 0 gives the base symbols.
+
+    >>> from bpe.model import Tokenizer
+    >>> tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
+    >>> [encode_with_merges(tok, "abaaab", merge_limit=k) for k in (0, 1, 3)]
+    [[97, 98, 97, 97, 97, 98], [97, 98, 256, 97, 98], [97, 98, 258]]
+    """
+    chunks = encode_chunks(tok, text, allowed_special=allowed_special, merge_limit=merge_limit)
+    return [token_id for chunk in chunks for token_id in chunk.ids]
+
+
+def apply_merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Replace every occurrence of `pair`, left to right (seed 000's `merge_pair`).
+
+    >>> apply_merge([97, 97, 97, 97], (97, 97), 256)
+    [256, 256]
+    """
+    return _merge_positions(ids, pair, new_id)[1]
+
+
+# ----- the base symbols of a chunk ----------------------------------------------------------------
+def base_symbols(tok: Tokenizer, chunk: str) -> list[int]:
+    """The ids a chunk starts as, before any merge: its bytes (through the tokeniser's byte ids),
+    or in words mode its characters (unknown ones as `<unk>`) and `</w>`."""
+    if tok.mode == "words":
+        from bpe.model import UNKNOWN
+
+        char_ids = {c: i for i, c in enumerate(tok.alphabet or [])}
+        unknown = tok.special_tokens.get(UNKNOWN, -1)
+        return [char_ids.get(c, unknown) for c in chunk] + [tok.base_size - 1]
+    byte_ids = _byte_ids(tok)
+    data = chunk.encode("utf-8", errors="surrogatepass")
+    return list(data) if byte_ids is _IDENTITY else [byte_ids[b] for b in data]
+
+
+def _byte_ids(tok: Tokenizer) -> list[int]:
+    """byte value -> its id; the identity for this project's own tokenisers."""
+    found = _byte_ids_cache.get(tok)
+    if found is not None:
+        return found
+    merged = {new for _, _, new in tok.merges} | set(tok.special_tokens.values())
+    table = list(_IDENTITY)
+    for token_id, data in tok.vocab.items():
+        if len(data) == 1 and token_id not in merged:
+            table[data[0]] = token_id
+    found = _IDENTITY if table == _IDENTITY else table
+    _byte_ids_cache[tok] = found
+    return found
+
+
+def _special_pieces(
+    tok: Tokenizer, text: str, allowed_special: Literal["all"] | Iterable[str]
+) -> list[tuple[int, int, int | None]]:
+    """(start, end, special id or None) covering the text: allowed specials, longest first."""
+    if allowed_special == "all":
+        allowed = dict(tok.special_tokens)
+    else:
+        allowed = {}
+        for token in allowed_special:
+            if token not in tok.special_tokens:
+                raise ValueError(f"{token!r} is not a special token of this tokeniser")
+            allowed[token] = tok.special_tokens[token]
+    if not allowed:
+        return [(0, len(text), None)] if text else []
+    alternatives = "|".join(regex.escape(s) for s in sorted(allowed, key=len, reverse=True))
+    pieces: list[tuple[int, int, int | None]] = []
+    start = 0
+    for match in regex.finditer(alternatives, text):
+        if match.start() > start:
+            pieces.append((start, match.start(), None))
+        pieces.append((match.start(), match.end(), allowed[match.group()]))
+        start = match.end()
+    if start < len(text):
+        pieces.append((start, len(text), None))
+    return pieces
+
+
+def _chunk_spans(tok: Tokenizer, text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Where the ordinary text text[start:end] is cut into separately encoded units."""
+    if tok.mode == "naive":
+        return [(start, end)]
+    if tok.mode == "chunked":
+        pattern = compile_pattern(tok.pattern or "")
+        return [
+            (m.start(), m.end()) for m in pattern.finditer(text, start, end) if m.end() > m.start()
+        ]
+    spans = []  # words: runs of non-whitespace, exactly what str.split() keeps
+    i = start
+    while i < end:
+        while i < end and text[i].isspace():
+            i += 1
+        j = i
+        while j < end and not text[j].isspace():
+            j += 1
+        if j > i:
+            spans.append((i, j))
+        i = j
+    return spans
+
+
+# ----- one chunk, step by step ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    """One round of seed 002's loop: the learned pairs present (pair -> rank, lowest first), the
+    one applied, where (indices into `before`), and the tokens after it."""
+
+    before: list[int]
+    present: list[tuple[tuple[int, int], int]]
+    applied: tuple[int, int]
+    new_id: int
+    positions: list[int]
+    after: list[int]
+
+
+def replay(symbols: list[int], ranks: Ranks, *, max_steps: int | None = None) -> list[Step]:
+    """Every step of encoding `symbols` with `ranks`, until no learned pair is present (or
+    `max_steps` steps). The last step's `after` is `encode_ids(symbols, ranks)`.
+
+    >>> steps = replay([97, 98, 97, 97, 97, 98], {(97, 97): 256, (256, 97): 257, (257, 98): 258})
+    >>> [(s.applied, s.new_id, s.after) for s in steps][-1]
+    ((257, 98), 258, [97, 98, 258])
+    >>> [len(s.present) for s in steps]
+    [1, 1, 1]
+    """
+    steps: list[Step] = []
+    ids = list(symbols)
+    while len(ids) >= 2 and (max_steps is None or len(steps) < max_steps):
+        present: dict[tuple[int, int], int] = {}
+        for pair in itertools.pairwise(ids):
+            rank = ranks.get(pair)
+            if rank is not None:
+                present[pair] = rank
+        if not present:
+            break
+        pair, new_id = min(present.items(), key=lambda item: item[1])
+        positions, after = _merge_positions(ids, pair, new_id)
+        steps.append(
+            Step(
+                before=ids,
+                present=sorted(present.items(), key=lambda item: item[1]),
+                applied=pair,
+                new_id=new_id,
+                positions=positions,
+                after=after,
+            )
+        )
+        ids = after
+    return steps
+
+
+def _merge_positions(
+    ids: list[int], pair: tuple[int, int], new_id: int
+) -> tuple[list[int], list[int]]:
+    positions: list[int] = []
+    out: list[int] = []
+    i, n = 0, len(ids)
+    while i < n:
+        if i + 1 < n and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            positions.append(i)
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return positions, out

@@ -1,0 +1,133 @@
+"""bpe.stepwise: encoding with the first k merges, the chunks of a text, and the step-by-step
+replay of one chunk (the library half of the merge scrubber and "why this split?")."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bpe
+from bpe.stepwise import apply_merge, base_symbols, encode_chunks, first_merges, replay
+
+TEXT = (
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit. Quisque quam quod quorum.\n"
+    "that cat sat at the mat; it is not what it was. Café 東京 😀 42 1234567\n"
+) * 3
+MODES = ("naive", "chunked", "words")
+
+
+def trained(mode: str, vocab_size: int) -> bpe.Tokenizer:
+    return bpe.train(TEXT, vocab_size=vocab_size, mode=mode, trainer="reference")
+
+
+@pytest.fixture(scope="module", params=MODES)
+def tok(request):
+    base = 256 if request.param != "words" else len(set(TEXT) - set(" \n")) + 1
+    return trained(request.param, base + 60)
+
+
+def test_no_merges_leaves_every_byte_its_own_token():
+    tok = trained("chunked", 300)
+    ids = tok.encode("qu'or 東", merge_limit=0)
+    assert ids == list("qu'or 東".encode())
+    naive = trained("naive", 300)
+    assert naive.encode(TEXT, merge_limit=0) == list(TEXT.encode())
+
+
+def test_words_mode_without_merges_is_characters_and_end_of_word():
+    tok = trained("words", 200)
+    ids = tok.encode("cat sat", merge_limit=0)
+    char = {c: i for i, c in enumerate(tok.alphabet)}
+    end = tok.end_of_word_id
+    assert ids == [char["c"], char["a"], char["t"], end, char["s"], char["a"], char["t"], end]
+
+
+def test_all_merges_is_the_full_encoding(tok):
+    n = len(tok.merges)
+    for text in (TEXT, "quorum, the mat! 東京 x", ""):
+        assert tok.encode(text, merge_limit=n) == tok.encode(text)
+        assert bpe.stepwise.encode_with_merges(tok, text) == tok.encode(text)
+
+
+@pytest.mark.parametrize("mode", ["naive", "chunked"])
+@pytest.mark.parametrize("k", [1, 7, 30])
+def test_first_k_merges_equal_training_with_a_vocab_of_256_plus_k(mode, k):
+    big = trained(mode, 256 + 60)
+    small = trained(mode, 256 + k)
+    assert small.merges == big.merges[:k]  # greedy training: the premise of the scrubber
+    for text in (TEXT, "quam quod sit amet; cat mat"):
+        assert big.encode(text, merge_limit=k) == small.encode(text)
+        assert big.encode(text, merge_limit=k) != big.encode(text)
+
+
+def test_words_mode_first_k_merges_equal_training_that_far():
+    big = trained("words", 200)
+    small = trained("words", big.vocab_size - len(big.merges) + 12)  # `<unk>` counts too
+    assert small.merges == big.merges[:12]
+    assert big.encode(TEXT, merge_limit=12) == small.encode(TEXT) != big.encode(TEXT)
+
+
+def test_each_merge_is_one_more_pass_over_the_previous_encoding(tok):
+    """encode(k) is encode(k-1) with merge k-1 applied within each chunk: what the scrubber
+    relies on to say how many boundaries merge k removed."""
+    previous = encode_chunks(tok, TEXT, merge_limit=0)
+    for k in range(1, len(tok.merges) + 1):
+        left, right, new = tok.merges[k - 1]
+        current = encode_chunks(tok, TEXT, merge_limit=k)
+        assert [c.ids for c in current] == [
+            apply_merge(c.ids, (left, right), new) for c in previous
+        ]
+        previous = current
+
+
+def test_chunks_cover_the_text_and_carry_specials():
+    tok = bpe.train(TEXT, vocab_size=300, mode="chunked", special_tokens=["<|end|>"])
+    text = "the mat<|end|> quam"
+    chunks = encode_chunks(tok, text, allowed_special="all")
+    assert [text[c.start : c.end] for c in chunks] == ["the", " mat", "<|end|>", " quam"]
+    assert [c.special for c in chunks] == [False, False, True, False]
+    assert [i for c in chunks for i in c.ids] == tok.encode(text, allowed_special="all")
+    with pytest.raises(ValueError, match="not a special token"):
+        encode_chunks(tok, text, allowed_special=["<|nope|>"])
+
+
+def test_a_negative_limit_is_refused():
+    with pytest.raises(ValueError, match="0 or more"):
+        first_merges(trained("naive", 260), -1)
+
+
+def test_seed_002_worked_example_replayed():
+    ranks = {(97, 97): 256, (256, 97): 257, (257, 98): 258}
+    steps = replay([97, 98, 97, 97, 97, 98], ranks)
+    assert [s.applied for s in steps] == [(97, 97), (256, 97), (257, 98)]
+    assert steps[0].present == [((97, 97), 256)]
+    assert steps[0].positions == [2]
+    assert steps[-1].after == [97, 98, 258]
+    aaaa = replay([97, 97, 97, 97], ranks)
+    assert [s.after for s in aaaa] == [[256, 256]]  # no (256, 256) learned: it stops there
+    assert aaaa[0].positions == [0, 2]
+
+
+def test_replay_of_every_chunk_ends_in_its_encoding(tok):
+    for chunk in encode_chunks(tok, TEXT):
+        symbols = base_symbols(tok, TEXT[chunk.start : chunk.end])
+        steps = replay(symbols, tok.ranks)
+        assert (steps[-1].after if steps else symbols) == chunk.ids
+        ranks_applied = [s.new_id for s in steps]
+        assert ranks_applied == sorted(ranks_applied)  # seed 002: earliest learned first
+        for step in steps:
+            assert step.present[0] == (step.applied, step.new_id)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="abcqu t.東\n", max_size=60), st.integers(min_value=0, max_value=70))
+def test_limited_encoding_decodes_back_and_replays_exactly(text, k):
+    tok = trained("chunked", 316)
+    ids = tok.encode(text, merge_limit=k)
+    assert tok.decode(ids) == text
+    ranks = first_merges(tok, k)
+    for chunk in encode_chunks(tok, text, merge_limit=k):
+        symbols = base_symbols(tok, text[chunk.start : chunk.end])
+        steps = replay(symbols, ranks)
+        assert (steps[-1].after if steps else symbols) == chunk.ids
