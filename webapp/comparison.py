@@ -12,7 +12,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import bpe
 from bpe import GPT4_PATTERN, split_chunks
@@ -86,6 +86,29 @@ def overlap(tok_a: bpe.Tokenizer, tok_b: bpe.Tokenizer, *, top: int = 12) -> Ove
     )
 
 
+@dataclass(frozen=True)
+class SetOverlap:
+    """Learned tokens of two to four tokenisers: how many all of them learned, and per member
+    how many only it learned (with the most frequent of those, by id)."""
+
+    in_all: int
+    only: list[int]
+    top_only: list[list[int]]
+
+
+def overlap_many(toks: Sequence[bpe.Tokenizer], *, top: int = 12) -> SetOverlap:
+    learned = [learned_tokens(tok) for tok in toks]
+    everywhere = set.intersection(*(set(table) for table in learned))
+    only, top_only = [], []
+    for i, table in enumerate(learned):
+        others = set().union(*(set(t) for j, t in enumerate(learned) if j != i))
+        entries = [v for k, v in table.items() if k not in others]
+        only.append(len(entries))
+        ranked = sorted(entries, key=lambda e: (-e[1], e[0]))[:top]
+        top_only.append([token_id for token_id, _ in ranked])
+    return SetOverlap(in_all=len(everywhere), only=only, top_only=top_only)
+
+
 def crosses_chunk_boundary(data: bytes, pattern: str = GPT4_PATTERN) -> bool:
     """Would the pattern cut this token's text in two? Judged on its whole characters: bytes of
     a character split off at either end are left out (on their own they match no chunk rule).
@@ -132,6 +155,8 @@ class Series:
     end_x: float
     end_y: float
     end_value: str  # the last value, as shown next to the line's end
+    label_y: float = 0.0  # where the end label is drawn, nudged apart from the others'
+    markers: tuple[tuple[float, float], ...] = ()  # a few points along the line, for its shape
 
 
 @dataclass(frozen=True)
@@ -146,6 +171,12 @@ class Plot:
     y_ticks: list[tuple[float, str]]
     series: list[Series]
     y_label: str
+    y_label_x: float = 16.0  # the rotated y-axis title's centre line, left of the tick labels
+
+
+TICK_CHAR_WIDTH = 7.5  # px per character of a 13 px tick label, a little generous
+END_LABEL_GAP = 16  # px between two end labels
+MARKERS_PER_CURVE = 8
 
 
 def curve(initial: int, tokens_after: Sequence[int]) -> list[tuple[int, int]]:
@@ -192,8 +223,8 @@ def curve_plot(
     curves: Sequence[tuple[str, list[tuple[int, float]]]],
     *,
     relative: bool = False,
-    width: int = 720,
-    height: int = 300,
+    width: int = 960,
+    height: int = 340,
 ) -> Plot:
     """Both curves on one pair of axes; `relative` draws each as % of its starting count
     (for tokenisers of different corpora, whose raw counts do not share a scale)."""
@@ -202,12 +233,16 @@ def curve_plot(
             (label, [(x, 100 * y / (pts[0][1] or 1)) for x, y in pts]) for label, pts in curves
         ]
     curves = [(label, downsample(pts)) for label, pts in curves]
-    left, right, top, bottom = 76, width - 24, 16, height - 48
     max_x = max(1, *(pts[-1][0] for _, pts in curves))
     x_ticks = [t for t in nice_ticks(0, max_x) if t <= max_x * 1.0001] or [0.0]
     y_values = [y for _, pts in curves for _, y in pts]
     y_ticks = nice_ticks(min(y_values), max(y_values))
     y_low, y_high = y_ticks[0], y_ticks[-1]
+    y_labels = [_label(t) + ("%" if relative else "") for t in y_ticks]
+    # The y title sits left of the widest tick label, never over it (issue 12, item 9).
+    y_label_x = 16.0
+    left = round(y_label_x + 14 + max(len(label) for label in y_labels) * TICK_CHAR_WIDTH)
+    right, top, bottom = width - 150, 16, height - 52
 
     def sx(x: float) -> float:
         return round(left + (right - left) * x / max_x, 1)
@@ -218,6 +253,7 @@ def curve_plot(
     series = []
     for label, pts in curves:
         last_x, last_y = pts[-1]
+        every = max(1, len(pts) // MARKERS_PER_CURVE)
         series.append(
             Series(
                 label=label,
@@ -225,8 +261,10 @@ def curve_plot(
                 end_x=sx(last_x),
                 end_y=sy(last_y),
                 end_value=f"{last_y:.1f}%" if relative else f"{last_y:,.0f}",
+                markers=tuple((sx(x), sy(y)) for x, y in pts[every:-1:every]),
             )
         )
+    series = _spread_end_labels(series, top=top, bottom=bottom)
     return Plot(
         width=width,
         height=height,
@@ -235,7 +273,40 @@ def curve_plot(
         top=top,
         bottom=bottom,
         x_ticks=[(sx(t), _label(t)) for t in x_ticks],
-        y_ticks=[(sy(t), _label(t) + ("%" if relative else "")) for t in y_ticks],
+        y_ticks=[(sy(t), label) for t, label in zip(y_ticks, y_labels, strict=True)],
         series=series,
         y_label="tokens, % of the start" if relative else "tokens in the corpus",
+        y_label_x=y_label_x,
     )
+
+
+def _spread_end_labels(series: list[Series], *, top: float, bottom: float) -> list[Series]:
+    """Each curve's end label at its end's height, moved apart where two would overlap.
+
+    >>> s = [Series("a", "", 0, 100, ""), Series("b", "", 0, 104, "")]
+    >>> [x.label_y for x in _spread_end_labels(s, top=0, bottom=300)]
+    [94.0, 110.0]
+    """
+    order = sorted(range(len(series)), key=lambda i: series[i].end_y)
+    ys = [series[i].end_y for i in order]
+    for _ in range(len(ys)):  # push neighbours apart symmetrically until none overlap
+        moved = False
+        for j in range(1, len(ys)):
+            gap = ys[j] - ys[j - 1]
+            if gap < END_LABEL_GAP:
+                shift = (END_LABEL_GAP - gap) / 2
+                ys[j - 1] -= shift
+                ys[j] += shift
+                moved = True
+        if not moved:
+            break
+    low = top + 6 - min(ys)
+    if low > 0:
+        ys = [y + low for y in ys]
+    high = max(ys) - (bottom + 6)
+    if high > 0:
+        ys = [y - high for y in ys]
+    out = list(series)
+    for i, y in zip(order, ys, strict=True):
+        out[i] = replace(series[i], label_y=round(y, 1))
+    return out

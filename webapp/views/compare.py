@@ -1,11 +1,15 @@
-"""Comparing two tokenisers, above all naive vs chunked on the same corpus.
+"""Comparing two to four tokenisers, and the naive-vs-chunked flow from a corpus page.
 
-- `/compare/<a>/<b>`: the shareable compare page: both headers side by side, which compresses a
-  shared corpus better, both compression curves on one inline SVG plot, the first merges side
-  by side (merges only one side learned, and tokens crossing a GPT-4 chunk boundary, marked),
-  the overlap of the learned vocabularies, and one text box encoded by both.
-- `/compare/<a>/merges` and `/encode` serve a full page, or only their part when htmx asks,
-  as the tokeniser pages do (and with their limits, 404s and refusals).
+- `/compare/<a>/<b>[/<c>[/<d>]]`: the shareable compare page of a set: the headers side by side,
+  which compresses a shared corpus best, the compression curves on one inline SVG plot, the
+  first merges side by side (merges only one learned, and tokens crossing a GPT-4 chunk
+  boundary, marked), the overlap of the learned vocabularies, and one text box encoded by all:
+  counts with the cheapest marked, each row's segmentation with the boundaries only some
+  tokenisers have marked, and one merge scrubber that moves every row (by merge count or by
+  fraction of each one's merges).
+- `.../merges` and `.../encode` serve a full page, or only their part when htmx asks, as the
+  tokeniser pages do (and with their limits, 404s and refusals); `.../add` adds a tokeniser
+  (picked or pasted) and sends the browser to the new set's address.
 - `POST /c/<corpus>/compare` queues a naive and a chunked job (both or neither) and leads to
   `/c/<corpus>/compare/jobs/<a>/<b>`, which shows both job statuses and, once both succeeded,
   sends the browser on to the compare page.
@@ -18,20 +22,20 @@ from dataclasses import replace
 from flask import Blueprint, make_response, redirect, render_template, request, url_for
 from sqlalchemy import func, select
 
-from webapp import browse, db
+from webapp import browse, compare_sets, db
 from webapp.comparison import (
     crossing_ids,
     curve,
     curve_plot,
     learned_tokens,
-    overlap,
+    overlap_many,
     verdict,
 )
-from webapp.convert import load_tokenizer
 from webapp.errors import UserError
 from webapp.jobs import JobQueueFull, get_runner, parse_settings
 from webapp.models import Tokenizer, TrainingJob
 from webapp.playground import Display
+from webapp.segmentation import boundary_diff, clamp_merges, scrub, view_marks
 from webapp.token_display import counts, token_infos, token_view, token_views
 from webapp.views.corpora import get_corpus_or_404, render_corpus
 from webapp.views.jobs import get_job_or_404
@@ -48,69 +52,110 @@ bp = Blueprint("compare", __name__)
 bp.register_error_handler(UserError, refuse_in_place)
 
 MERGES_PER_PAGE = 20
-SIDES = ("a", "b")
+SLUG_ARGS = ("slug_a", "slug_b", "slug_c", "slug_d")
+SET_RULES = tuple(
+    "/compare/" + "/".join(f"<{arg}>" for arg in SLUG_ARGS[:n]) for n in range(2, 5)
+)  # /compare/<slug_a>/<slug_b>, .../<slug_c>, .../<slug_d>
+SCRUB_MODES = ("count", "fraction")
+PER_MILLE = 1000  # the fraction slider's steps
 
 
-# ----- the two tokenisers ------------------------------------------------------------------------
-def _side(session, slug: str) -> dict:
-    row = browse.get_tokenizer(session, slug)
-    corpus = browse.corpus_of(session, row)
-    tok = load_tokenizer(session, row)
-    return {
-        "row": row,
-        "corpus": corpus,
-        "tok": tok,
-        "crossing": crossing_ids((row.id, row.slug), tok),
-        "learned": learned_tokens(tok),
-    }
+def set_routes(suffix: str = "", methods: tuple[str, ...] = ("GET",), sizes=(2, 3, 4)):
+    """Register a view under the address of every set size (the 2-way one is the old URL)."""
+
+    def register(view):
+        for size in sizes:
+            bp.add_url_rule(SET_RULES[size - 2] + suffix, view_func=view, methods=list(methods))
+        return view
+
+    return register
 
 
-def _pair(slug_a: str, slug_b: str) -> dict:
+@bp.app_template_global()
+def compare_url(endpoint: str, slugs, **query) -> str:
+    """url_for for a set's pages: compare_url("compare.encode", ["a", "b", "c"])."""
+    return url_for(endpoint, **dict(zip(SLUG_ARGS, slugs, strict=False)), **query)
+
+
+# ----- the set --------------------------------------------------------------------------------
+def _sides(slugs: list[str]) -> dict:
     session = db.session()
-    a, b = _side(session, slug_a), _side(session, slug_b)
-    same_corpus = a["row"].corpus_id == b["row"].corpus_id
-    return {"a": a, "b": b, "same_corpus": same_corpus, "slug_a": slug_a, "slug_b": slug_b}
+    members = compare_sets.load_set(session, slugs)
+    sides = [
+        {
+            "letter": m.letter,
+            "row": m.row,
+            "corpus": m.corpus,
+            "tok": m.tok,
+            "crossing": crossing_ids((m.row.id, m.row.slug), m.tok),
+            "learned": learned_tokens(m.tok),
+            "without": [slug for j, slug in enumerate(slugs) if j != i],
+        }
+        for i, m in enumerate(members)
+    ]
+    same_corpus = len({s["row"].corpus_id for s in sides}) == 1
+    context = {"sides": sides, "slugs": slugs, "same_corpus": same_corpus, "members": members}
+    if len(sides) == 2:  # the two-way page's partials still name them a and b
+        context.update(a=sides[0], b=sides[1], slug_a=slugs[0], slug_b=slugs[1])
+    return context
 
 
-def _overview(pair: dict) -> dict:
+def _overview(context: dict) -> dict:
     """The parts of the page that do not change with the merges page or the text box."""
-    a, b = pair["a"], pair["b"]
+    sides = context["sides"]
     curves = [
         (_name(side), curve(side["row"].initial_tokens, side["tok"].training.tokens_after))
-        for side in (a, b)
+        for side in sides
     ]
+    shared = overlap_many([side["tok"] for side in sides])
     result = {
-        "plot": curve_plot(curves, relative=not pair["same_corpus"]),
-        "overlap": overlap(a["tok"], b["tok"]),
-        "crossing_total": {s: len(pair[s]["crossing"]) for s in SIDES},
+        "plot": curve_plot(curves, relative=not context["same_corpus"]),
+        "overlap": shared,
+        "only": _overlap_views(sides, shared),
+        "crossing_total": {side["letter"]: len(side["crossing"]) for side in sides},
     }
-    if pair["same_corpus"]:
-        result["verdict"] = verdict(a["row"].final_token_count, b["row"].final_token_count)
+    if context["same_corpus"]:
+        finals = [side["row"].final_token_count for side in sides]
+        if len(sides) == 2:
+            result["verdict"] = verdict(*finals)
+        best = min(finals)
+        result["best"] = [side["letter"] for side in sides if side["row"].final_token_count == best]
     return result
 
 
 def _name(side: dict) -> str:
     row = side["row"]
-    return f"{row.mode} · {row.vocab_size:,}"
+    return f"{side['letter'].upper()} · {row.mode} · {row.vocab_size:,}"
+
+
+def _overlap_views(sides: list[dict], shared) -> dict:
+    shown = {}
+    for side, ids in zip(sides, shared.top_only, strict=True):
+        shown[side["letter"]] = [
+            {"id": info.token_id, "view": token_view(info, whitespace=True, colour=n)}
+            for n, info in enumerate(token_infos(side["tok"], ids))
+        ]
+    return shown
 
 
 # ----- merges side by side -----------------------------------------------------------------------
-def _merges(pair: dict, args) -> dict:
+def _merges(context: dict, args) -> dict:
+    sides = context["sides"]
     paging = browse.Paging.from_args(args)
     if not args.get("per_page"):
         paging = replace(paging, per_page=MERGES_PER_PAGE)
     display = list_display(args)
-    longest = max(len(pair[s]["tok"].merges) for s in SIDES)
+    longest = max(len(side["tok"].merges) for side in sides)
     first = (paging.page - 1) * paging.per_page
     rows = []
     for rank in range(first, min(first + paging.per_page, longest)):
-        rows.append({"rank": rank, **{s: _merge_cell(pair, s, rank, display) for s in SIDES}})
+        cells = {side["letter"]: _merge_cell(sides, side, rank, display) for side in sides}
+        rows.append({"rank": rank, **cells})
     page = browse.Page(rows=rows, total=longest, paging=paging)
     return {"merge_page": page, "merge_rows": rows, "list_display": display}
 
 
-def _merge_cell(pair: dict, side: str, rank: int, display: Display) -> dict | None:
-    this, other = pair[side], pair["b" if side == "a" else "a"]
+def _merge_cell(sides: list[dict], this: dict, rank: int, display: Display) -> dict | None:
     tok = this["tok"]
     if rank >= len(tok.merges):
         return None
@@ -128,66 +173,143 @@ def _merge_cell(pair: dict, side: str, rank: int, display: Display) -> dict | No
         "left_id": left,
         "right_id": right,
         "count": tok.training.merge_counts[rank],
-        "only_here": key not in other["learned"],
+        "only_here": not any(key in s["learned"] for s in sides if s is not this),
         "crosses": new in this["crossing"],
     }
 
 
-# ----- the shared text box -----------------------------------------------------------------------
-def _encoded(pair: dict, text: str, display: Display) -> dict:
+# ----- the shared text box, its diff and its scrubber --------------------------------------------
+def _scrub_setting(sides: list[dict], values) -> dict:
+    """One slider for every row: `by=count` moves k merges in each (capped at each one's own),
+    `by=fraction` the same share of each one's merges (k in thousandths)."""
+    by = values.get("by", "count")
+    by = by if by in SCRUB_MODES else "count"
+    longest = max(len(side["tok"].merges) for side in sides)
+    high = longest if by == "count" else PER_MILLE
+    raw = (values.get("k") or "").strip()
+    if not raw:
+        k = high
+    else:
+        try:
+            k = max(0, min(int(raw), high))
+        except ValueError:
+            raise UserError(
+                f"k must be a whole number of merges (or thousandths), not {raw[:40]!r}.",
+                status=400,
+            ) from None
+    per_side = [
+        clamp_merges(side["tok"], k if by == "count" else round(len(side["tok"].merges) * k / high))
+        for side in sides
+    ]
+    return {"by": by, "k": k, "high": high, "per_side": per_side, "full": k == high}
+
+
+def merge_views(tok, merge: tuple[int, int, int] | None, display: Display) -> list:
+    """Left, right and merged token of one merge, as the merge lists show them."""
+    if merge is None:
+        return []
+    return [
+        token_view(info, invalid="hex", whitespace=True, colour=i)
+        for i, info in enumerate(token_infos(tok, merge))
+    ]
+
+
+def _encoded(context: dict, values) -> dict:
+    text = values.get("text", "")
+    display = Display.from_args(values)
     check_playground_text(text)
-    out = {}
-    for s in SIDES:
-        tok = pair[s]["tok"]
-        ids = tok.encode(text, allowed_special="all" if display.specials else ())
+    sides = context["sides"]
+    setting = _scrub_setting(sides, values)
+    specials = "all" if display.specials else ()
+    rows = []
+    for side, k in zip(sides, setting["per_side"], strict=True):
+        tok = side["tok"]
+        cut = scrub(tok, text, k, allowed_special=specials)
+        ids = cut.segmentation.ids
         views = token_views(
             token_infos(tok, ids), invalid=display.invalid, whitespace=display.whitespace
         )
-        out[s] = {"ids": ids, "views": views, "counts": counts(text, ids)}
-    text_verdict = verdict(len(out["a"]["ids"]), len(out["b"]["ids"])) if text else None
-    return {"encoded": out, "text": text, "display": display, "text_verdict": text_verdict}
-
-
-def _overlap_views(pair: dict, ov) -> dict:
-    shown = {}
-    for s, ids in (("a", ov.top_only_a), ("b", ov.top_only_b)):
-        tok = pair[s]["tok"]
-        shown[s] = [
-            {"id": info.token_id, "view": token_view(info, whitespace=True, colour=n)}
-            for n, info in enumerate(token_infos(tok, ids))
-        ]
-    return shown
+        rows.append(
+            {
+                "side": side,
+                "ids": ids,
+                "views": views,
+                "counts": counts(text, ids),
+                "scrub": cut,
+                "merge_views": merge_views(tok, cut.merge, display),
+            }
+        )
+    diff = boundary_diff(
+        [row["scrub"].segmentation for row in rows], len(text.encode("utf-8", "surrogatepass"))
+    )
+    for row, row_diff in zip(rows, diff.rows, strict=True):
+        row["diff"] = row_diff
+        row["marks"] = view_marks(
+            row["scrub"].segmentation, [len(v.ids) for v in row["views"]], row_diff
+        )
+    fewest = min(len(row["ids"]) for row in rows)
+    cheapest = [row["side"]["letter"] for row in rows if len(row["ids"]) == fewest] if text else []
+    result = {
+        "rows": rows,
+        "diff": diff,
+        "cheapest": cheapest,
+        "fewest": fewest,
+        "text": text,
+        "display": display,
+        "scrub_setting": setting,
+        "text_verdict": None,
+    }
+    if text and len(rows) == 2:
+        result["text_verdict"] = verdict(len(rows[0]["ids"]), len(rows[1]["ids"]))
+    return result
 
 
 # ----- pages -------------------------------------------------------------------------------------
-@bp.get("/compare/<slug_a>/<slug_b>")
-def show(slug_a: str, slug_b: str):
-    return _render(slug_a, slug_b, "compare/_encoded.html", request.args)
+def _slugs(slugs: dict) -> list[str]:
+    return [slugs[arg] for arg in SLUG_ARGS if arg in slugs]
 
 
-@bp.get("/compare/<slug_a>/<slug_b>/merges")
-def merges(slug_a: str, slug_b: str):
-    return _render(slug_a, slug_b, "compare/_merges.html", request.args)
+@set_routes()
+def show(**slugs: str):
+    return _render(_slugs(slugs), "compare/_encoded.html", request.args)
 
 
-@bp.route("/compare/<slug_a>/<slug_b>/encode", methods=["GET", "POST"])
-def encode(slug_a: str, slug_b: str):
+@set_routes("/merges")
+def merges(**slugs: str):
+    return _render(_slugs(slugs), "compare/_merges.html", request.args)
+
+
+@set_routes("/encode", methods=("GET", "POST"))
+def encode(**slugs: str):
     values = request.form if request.method == "POST" else request.args
-    return _render(slug_a, slug_b, "compare/_encoded.html", values)
+    return _render(_slugs(slugs), "compare/_encoded.html", values)
 
 
-def _render(slug_a: str, slug_b: str, fragment: str, values):
+@set_routes("/add", sizes=(2, 3))
+def add(**slugs: str):
+    """The page's "add a tokeniser" form: a pick from the list, or a pasted link or id."""
+    current = _slugs(slugs)
+    compare_sets.load_set(db.session(), current)
+    picked = request.args.get("link", "").strip() or request.args.get("t", "")
+    addition = compare_sets.resolve_addition(db.session(), picked)
+    return redirect(compare_url("compare.show", [*current, addition]), code=303)
+
+
+def _render(slugs: list[str], fragment: str, values):
     """The whole page, or (htmx) only the fragment, computing only what that one shows."""
-    pair = _pair(slug_a, slug_b)
+    context = _sides(slugs)
     wants_page = not is_fragment_request()
-    context: dict = {**pair}
     if wants_page or fragment == "compare/_merges.html":
-        context.update(_merges(pair, values))
+        context.update(_merges(context, values))
     if wants_page or fragment == "compare/_encoded.html":
-        context.update(_encoded(pair, values.get("text", ""), Display.from_args(values)))
+        context.update(_encoded(context, values))
     if wants_page:
-        overview = _overview(pair)
-        context.update(overview, only=_overlap_views(pair, overview["overlap"]))
+        context.update(_overview(context))
+        session = db.session()
+        offered = compare_sets.candidates(session, context["members"]) if len(slugs) < 4 else []
+        context.update(
+            candidates=offered, candidate_corpora=compare_sets.corpus_names(session, offered)
+        )
     return page_or_fragment("compare/show.html", fragment, **context)
 
 

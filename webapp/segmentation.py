@@ -1,0 +1,250 @@
+"""Where tokenisers cut a text: token spans, the boundary diff of several tokenisers, the merge
+scrubber's numbers, and the "why this split?" replay of one chunk.
+
+Offsets are UTF-8 byte offsets into the text, so tokenisers of every mode and id layout are
+compared on the same axis (words mode drops whitespace, so its tokens cover only the words).
+Nothing here imports Flask; the views call it and render what it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import bpe
+from bpe.model import UNKNOWN
+from bpe.stepwise import Chunk, Step, base_symbols, encode_chunks, first_merges, replay
+
+REPLAY_MAX_BYTES = 64  # a longer chunk is replayed as the window of its tokens around the click
+REPLAY_MAX_STEPS = 200  # a single token longer than that has at most this many steps shown
+REPLAY_MAX_PAIRS = 12  # learned pairs listed per step; the rest are counted
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """One tokeniser's cut of a text: its chunks, ids, and each token's byte span."""
+
+    chunks: list[Chunk]
+    ids: list[int]
+    spans: list[tuple[int, int]]  # per token: (start byte, end byte) in the text
+    chunk_of: list[int]  # per token: the index of its chunk
+
+    @property
+    def boundaries(self) -> set[int]:
+        """Byte offsets where one token ends and the next starts, or where a gap (whitespace a
+        words-mode tokeniser drops, text a pattern does not match) begins or ends."""
+        cuts: set[int] = set()
+        for start, end in self.spans:
+            cuts.add(start)
+            cuts.add(end)
+        return cuts
+
+
+def segment(
+    tok: bpe.Tokenizer,
+    text: str,
+    *,
+    allowed_special: str | Sequence[str] = (),
+    merge_limit: int | None = None,
+) -> Segmentation:
+    chunks = encode_chunks(tok, text, allowed_special=allowed_special, merge_limit=merge_limit)
+    ids: list[int] = []
+    spans: list[tuple[int, int]] = []
+    chunk_of: list[int] = []
+    byte_at = _byte_offsets(text)
+    words = tok.mode == "words"
+    unknown = tok.special_tokens.get(UNKNOWN) if words else None
+    for index, chunk in enumerate(chunks):
+        if chunk.special:
+            ids.append(chunk.ids[0])
+            spans.append((byte_at[chunk.start], byte_at[chunk.end]))
+            chunk_of.append(index)
+            continue
+        if words:  # tokens are characters: measure in characters, then convert
+            char = chunk.start
+            for token_id in chunk.ids:
+                # `<unk>` stands for the one character it does not know
+                width = 1 if token_id == unknown else len(tok.token_bytes(token_id).decode())
+                spans.append((byte_at[char], byte_at[char + width]))
+                char += width
+        else:
+            offset = byte_at[chunk.start]
+            for token_id in chunk.ids:
+                width = len(tok.token_bytes(token_id))
+                spans.append((offset, offset + width))
+                offset += width
+        ids.extend(chunk.ids)
+        chunk_of.extend([index] * len(chunk.ids))
+    return Segmentation(chunks, ids, spans, chunk_of)
+
+
+def _byte_offsets(text: str) -> list[int]:
+    """byte offset of each character, plus the length at the end."""
+    offsets = [0] * (len(text) + 1)
+    total = 0
+    for i, char in enumerate(text):
+        offsets[i] = total
+        total += len(char.encode("utf-8", errors="surrogatepass"))
+    offsets[len(text)] = total
+    return offsets
+
+
+# ----- the boundary diff ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class BoundaryDiff:
+    agreeing: int  # inner boundaries every tokeniser has
+    differing: int  # inner boundaries some but not all have
+    rows: list[RowDiff]
+
+
+@dataclass(frozen=True)
+class RowDiff:
+    only_some: frozenset[int]  # this row's boundaries that not every row has
+    lacks: frozenset[int]  # boundaries other rows have that this row cuts through
+
+
+def boundary_diff(segmentations: Sequence[Segmentation], text_bytes: int) -> BoundaryDiff:
+    """Compare the inner boundaries (the text's start and end are not cuts) of every row.
+
+    >>> a = Segmentation([], [1, 2], [(0, 2), (2, 4)], [0, 0])
+    >>> b = Segmentation([], [1, 2, 3], [(0, 1), (1, 2), (2, 4)], [0, 0, 0])
+    >>> d = boundary_diff([a, b], 4)
+    >>> (d.agreeing, d.differing, sorted(d.rows[0].lacks), sorted(d.rows[1].only_some))
+    (1, 1, [1], [1])
+    """
+    inner = [s.boundaries - {0, text_bytes} for s in segmentations]
+    if not inner:
+        return BoundaryDiff(0, 0, [])
+    everywhere = set.intersection(*inner)
+    anywhere = set.union(*inner)
+    differing = anywhere - everywhere
+    rows = [
+        RowDiff(only_some=frozenset(cuts & differing), lacks=frozenset(differing - cuts))
+        for cuts in inner
+    ]
+    return BoundaryDiff(len(everywhere), len(differing), rows)
+
+
+def view_marks(
+    seg: Segmentation, view_token_counts: Sequence[int], row: RowDiff
+) -> list[tuple[bool, int]]:
+    """Per shown token (a view may join several tokens): (its start is a boundary only some
+    rows have, how many boundaries of other rows fall inside it)."""
+    marks = []
+    index = 0
+    for count in view_token_counts:
+        start = seg.spans[index][0]
+        end = seg.spans[index + count - 1][1]
+        inside = sum(1 for cut in row.lacks if start < cut < end)
+        marks.append((start in row.only_some, inside))
+        index += count
+    return marks
+
+
+# ----- the merge scrubber ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scrub:
+    """The text cut with the first `k` of `total` merges, and what merge k did to it."""
+
+    k: int
+    total: int
+    merge: tuple[int, int, int] | None  # merge k (the k-th learned, 1-based); None for k = 0
+    removed: int  # boundaries merge k removed from this text (tokens before it - after it)
+    segmentation: Segmentation
+
+
+def clamp_merges(tok: bpe.Tokenizer, k: int | None) -> int:
+    total = len(tok.merges)
+    return total if k is None else max(0, min(k, total))
+
+
+def scrub(
+    tok: bpe.Tokenizer, text: str, k: int, *, allowed_special: str | Sequence[str] = ()
+) -> Scrub:
+    """Encode with the first k merges, and count what merge k removed: encode(k) is encode(k-1)
+    with merge k applied once more in each chunk (bpe.stepwise), so the difference in tokens is
+    the number of places it joined."""
+    k = clamp_merges(tok, k)
+    seg = segment(tok, text, allowed_special=allowed_special, merge_limit=k)
+    merge = tok.merges[k - 1] if k else None
+    # Every token with merge k's id was made by merge k (an id is new when merged) and none was
+    # merged further (no later merge is used), so counting them counts the joins it made.
+    removed = seg.ids.count(merge[2]) if merge is not None else 0
+    return Scrub(k=k, total=len(tok.merges), merge=merge, removed=removed, segmentation=seg)
+
+
+# ----- "why this split?" ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Replay:
+    text: str  # what is replayed: a whole chunk, or a window of whole tokens of it
+    chunk_text: str  # the whole chunk it comes from
+    symbols: list[int]  # the base symbols it starts as
+    steps: list[Step]
+    result: list[int]  # the encoding: the last step's tokens (or the symbols, if no step)
+    windowed: bool  # only part of a long chunk is replayed
+    cut_steps: bool  # the steps were capped at REPLAY_MAX_STEPS
+    token_index: int  # the clicked token's index in the whole text's encoding
+
+
+def replay_token(
+    tok: bpe.Tokenizer,
+    text: str,
+    token_index: int,
+    *,
+    allowed_special: str | Sequence[str] = (),
+    merge_limit: int | None = None,
+) -> Replay | None:
+    """Replay the encoding of the chunk holding token `token_index` (None if there is none).
+
+    A chunk longer than REPLAY_MAX_BYTES is replayed as a window of its final tokens around the
+    clicked one. That window encodes on its own to exactly the same tokens: no merge of the
+    chunk's encoding crossed a final token's edge, and seed 002's rule only looks at pairs.
+    """
+    seg = segment(tok, text, allowed_special=allowed_special, merge_limit=merge_limit)
+    if not 0 <= token_index < len(seg.ids):
+        return None
+    chunk = seg.chunks[seg.chunk_of[token_index]]
+    chunk_text = text[chunk.start : chunk.end]
+    if chunk.special:
+        return Replay(chunk_text, chunk_text, chunk.ids, [], chunk.ids, False, False, token_index)
+    first = seg.chunk_of.index(seg.chunk_of[token_index])  # the chunk's first token
+    lo, hi = _window(seg, first, first + len(chunk.ids), token_index)
+    windowed = (lo, hi) != (first, first + len(chunk.ids))
+    text_bytes = text.encode("utf-8", errors="surrogatepass")
+    window_text = text_bytes[seg.spans[lo][0] : seg.spans[hi - 1][1]].decode(
+        "utf-8", errors="surrogatepass"
+    )
+    symbols = _window_symbols(tok, window_text, ends_word=hi == first + len(chunk.ids))
+    steps = replay(symbols, first_merges(tok, merge_limit), max_steps=REPLAY_MAX_STEPS)
+    result = steps[-1].after if steps else symbols
+    cut = len(steps) == REPLAY_MAX_STEPS and result != seg.ids[lo:hi]
+    return Replay(window_text, chunk_text, symbols, steps, result, windowed, cut, token_index)
+
+
+def _window_symbols(tok: bpe.Tokenizer, window_text: str, *, ends_word: bool) -> list[int]:
+    symbols = base_symbols(tok, window_text)
+    if tok.mode == "words" and not ends_word:
+        symbols = symbols[:-1]  # a window that stops inside a word has no `</w>`
+    return symbols
+
+
+def _window(seg: Segmentation, first: int, stop: int, clicked: int) -> tuple[int, int]:
+    """Tokens first..stop-1 of a chunk, narrowed to at most REPLAY_MAX_BYTES around `clicked`
+    (always keeping the clicked token itself)."""
+
+    def size(lo: int, hi: int) -> int:
+        return seg.spans[hi - 1][1] - seg.spans[lo][0]
+
+    if size(first, stop) <= REPLAY_MAX_BYTES:
+        return first, stop
+    lo, hi = clicked, clicked + 1
+    grew = True
+    while grew:
+        grew = False
+        if hi < stop and size(lo, hi + 1) <= REPLAY_MAX_BYTES:
+            hi += 1
+            grew = True
+        if lo > first and size(lo - 1, hi) <= REPLAY_MAX_BYTES:
+            lo -= 1
+            grew = True
+    return lo, hi
