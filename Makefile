@@ -35,9 +35,11 @@ browser:
 test: install browser
 	$(BIN)/python -m pytest -q
 
+# ruff (rules in pyproject.toml), its formatter, and mypy (strict on bpe/; see [tool.mypy]).
 lint: install lock-check
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/mypy
 
 # After changing dependencies in pyproject.toml: `make lock`, then commit requirements.lock.
 # It keeps every pin it can (uv prefers the versions already in the lock) and adds what is new;

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bpe.formats import TokenizerFileError, load, save
@@ -28,8 +28,9 @@ class CommandError(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run  # each subcommand sets its own
     try:
-        return args.run(args)
+        return run(args)
     except CommandError as exc:
         print(f"bpe: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -151,7 +152,7 @@ def _load(path: str) -> Tokenizer:
     return load(path)
 
 
-def _write(path: str, writer) -> None:
+def _write(path: str, writer: Callable[[str], object]) -> None:
     try:
         writer(path)
     except OSError as exc:

@@ -209,7 +209,7 @@ class _Corpus:
         for start, stop in _slices(len(self.tok), tick):
             self.prv.extend(range(start - 1, stop - 1))
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
-        self.positions: dict[int, array] = {}  # pair key -> where it starts (some stale)
+        self.positions: dict[int, array[int]] = {}  # pair key -> where it starts (some stale)
         self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts
         if layout is None:
             pairs = _live_pairs(self.tok, self.nxt, k, tick)
@@ -218,7 +218,7 @@ class _Corpus:
         tick()
         self._track(self.floor, pairs)
 
-    def _weight(self, where: array) -> int:
+    def _weight(self, where: array[int]) -> int:
         """The total weight of the pairs starting at these positions."""
         weights = self.weights
         if not weights:
@@ -231,7 +231,7 @@ class _Corpus:
             total += sum(map(weights.__getitem__, where[start:stop]))
         return total
 
-    def _track(self, floor: int, pairs: dict[int, array]) -> None:
+    def _track(self, floor: int, pairs: dict[int, array[int]]) -> None:
         """Count every live pair (pair key -> where it starts) from scratch and track those
         counted at least floor times."""
         self.floor = floor
@@ -294,8 +294,7 @@ class _Corpus:
         kept = array("I")
         for start, stop in _slices(len(where), self.tick):  # a list may hold millions
             part = where[start:stop]
-            lefts_ok = compress(part, map(eq, map(tok.__getitem__, part), repeat(left)))
-            lefts_ok = array("I", lefts_ok)
+            lefts_ok = array("I", compress(part, map(eq, map(tok.__getitem__, part), repeat(left))))
             starts = map(tok.__getitem__, map(nxt.__getitem__, lefts_ok))
             kept.extend(compress(lefts_ok, map(eq, starts, repeat(right))))
         self.positions[key] = kept
@@ -358,13 +357,13 @@ class _Corpus:
         - R is c: nothing, that is the next c's left side. (a, b) itself is gone everywhere.
         """
         tok, nxt, k = self.tok, self.nxt, self.k
-        by_left: defaultdict[int, array] = defaultdict(_new_positions)
-        by_right: defaultdict[int, array] = defaultdict(_new_positions)
+        by_left: defaultdict[int, array[int]] = defaultdict(_new_positions)
+        by_right: defaultdict[int, array[int]] = defaultdict(_new_positions)
         for start in range(0, len(done.merged), _SLICE):
-            part = slice(start, start + _SLICE)
-            lefts, left_ids = done.lefts[part], done.left_ids[part]
+            span = slice(start, start + _SLICE)
+            lefts, left_ids = done.lefts[span], done.left_ids[span]
             deque(map(array.append, map(by_left.__getitem__, left_ids), lefts), 0)
-            merged, right_ids = done.merged[part], done.right_ids[part]
+            merged, right_ids = done.merged[span], done.right_ids[span]
             deque(map(array.append, map(by_right.__getitem__, right_ids), merged), 0)
             tick()
         if a in by_right:  # R was `a` when p merged; it became c if it merged later
@@ -384,7 +383,7 @@ class _Corpus:
         changes += [(b * k + other, ck + other, where) for other, where in by_right.items()]
         self._apply(changes, tick)
 
-    def _apply(self, changes: list[tuple[int, int, array]], tick: Callable[[], None]) -> None:
+    def _apply(self, changes: list[tuple[int, int, array[int]]], tick: Callable[[], None]) -> None:
         """For each (gone pair key, new pair key, where the new pairs start): move the weight
         of where from the gone pair to the new one, and track the new one if common enough.
         New keys with a barrier (negative, or k - 1 on the right) are skipped."""
@@ -438,7 +437,7 @@ class _Pass:
 
 def _order(
     sequences: Sequence[tuple[Sequence[int], int]], tick: Callable[[], None]
-) -> tuple[list[Sequence[int]], array]:
+) -> tuple[list[Sequence[int]], array[int]]:
     """The sequences worth laying out, heavy ones first, and the weights of their positions.
 
     Sequences of weight above 1 come first and each of their positions' weight is kept; those
@@ -480,22 +479,22 @@ def _byte_layout(ordered: list[Sequence[int]]) -> bytes | None:
     return layout if layout.count(b"\xff") == len(ordered) + 1 else None
 
 
-def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, array]:
+def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, array[int]]:
     """Pair key -> every position where the pair starts, ascending, for a byte layout.
 
     Each pair is read as one 16-bit word, so bucketing runs in C without a key computation:
     words at even positions first, then at odd ones, then each bucket is merged in order.
     """
     n = len(layout) - 1  # pairs start at 0 .. n - 1
-    buckets: defaultdict[int, array] = defaultdict(_new_positions)
+    buckets: defaultdict[int, array[int]] = defaultdict(_new_positions)
     for first in (0, 1):
         count = (n - first + 1) // 2
         words = memoryview(layout)[first : first + 2 * count].cast("H")
         for start, stop in _slices(count, tick):
-            where = range(first + 2 * start, n, 2)
-            deque(map(array.append, map(buckets.__getitem__, words[start:stop]), where), 0)
+            starts = range(first + 2 * start, n, 2)
+            deque(map(array.append, map(buckets.__getitem__, words[start:stop]), starts), 0)
     little = sys.byteorder == "little"
-    pairs: dict[int, array] = {}
+    pairs: dict[int, array[int]] = {}
     for word, where in buckets.items():
         left, right = (word & 0xFF, word >> 8) if little else (word >> 8, word & 0xFF)
         if left != 0xFF and right != 0xFF:
@@ -504,7 +503,9 @@ def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, ar
     return pairs
 
 
-def _live_pairs(tok: list[int], nxt: array, k: int, tick: Callable[[], None]) -> dict[int, array]:
+def _live_pairs(
+    tok: list[int], nxt: array[int], k: int, tick: Callable[[], None]
+) -> dict[int, array[int]]:
     """Pair key -> every position where the pair starts now, in ascending order, bucketed in C
     by chained maps (no Python loop over positions), a slice at a time so the stop check is
     asked between slices.
@@ -513,7 +514,7 @@ def _live_pairs(tok: list[int], nxt: array, k: int, tick: Callable[[], None]) ->
     right have k - 1 on the right; they are dropped.
     """
     n = len(tok) - 1
-    buckets: defaultdict[int, array] = defaultdict(_new_positions)
+    buckets: defaultdict[int, array[int]] = defaultdict(_new_positions)
     for first, last in _slices(n, tick):
         # Real slices, not islice: islice would walk from 0 to `first` every time.
         rights = map(tok.__getitem__, nxt[first:last])

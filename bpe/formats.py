@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,11 +143,15 @@ def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
     )
 
 
+# Builds the error that names the file and the problem (see load's `fail`).
+_Fail = Callable[[str], TokenizerFileError]
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_merges(raw: Any, base: int, fail) -> list[tuple[int, int, int]]:
+def _check_merges(raw: Any, base: int, fail: _Fail) -> list[tuple[int, int, int]]:
     if not isinstance(raw, list):
         raise fail("merges must be a list of [left_id, right_id, new_id]")
     merges: list[tuple[int, int, int]] = []
@@ -164,7 +169,7 @@ def _check_merges(raw: Any, base: int, fail) -> list[tuple[int, int, int]]:
     return merges
 
 
-def _check_specials(raw: Any, first_id: int, mode: str, fail) -> dict[str, int]:
+def _check_specials(raw: Any, first_id: int, mode: str, fail: _Fail) -> dict[str, int]:
     if not isinstance(raw, dict):
         raise fail("special_tokens must be an object {token: id}")
     specials: dict[str, int] = {}
@@ -184,7 +189,7 @@ def _check_specials(raw: Any, first_id: int, mode: str, fail) -> dict[str, int]:
     return specials
 
 
-def _check_training(raw: Any, merge_count: int, fail) -> TrainingStats | None:
+def _check_training(raw: Any, merge_count: int, fail: _Fail) -> TrainingStats | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):

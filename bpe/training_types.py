@@ -17,7 +17,8 @@ class MergeRecord(NamedTuple):
     left: int
     right: int
     new_id: int
-    count: int
+    # `count` shadows tuple.count (mypy: [assignment]); it is the saved and public field name.
+    count: int  # type: ignore[assignment]
     tokens_after: int
 
 
@@ -28,7 +29,7 @@ class Progress(NamedTuple):
     merges_done: int
     merges_target: int
     pair: tuple[int, int] | None  # the pair merged last, None before the first merge
-    count: int  # that pair's count
+    count: int  # type: ignore[assignment]  # that pair's count; shadows tuple.count, a public name
     total_tokens: int  # tokens in the training data after the last merge
 
 

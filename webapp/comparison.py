@@ -135,7 +135,7 @@ def crossing_ids(key: tuple[int, str], tok: bpe.Tokenizer) -> frozenset[int]:
         if key in _crossing_cache:
             _crossing_cache.move_to_end(key)
             return _crossing_cache[key]
-    found = frozenset()
+    found: frozenset[int] = frozenset()
     if checks_crossings(tok):
         found = frozenset(
             new for _, _, new in tok.merges if crosses_chunk_boundary(tok.token_bytes(new))
@@ -184,7 +184,9 @@ def curve(initial: int, tokens_after: Sequence[int]) -> list[tuple[int, int]]:
     return [(0, initial), *((rank + 1, n) for rank, n in enumerate(tokens_after))]
 
 
-def downsample(points: list[tuple[int, float]], limit: int = MAX_CURVE_POINTS) -> list:
+def downsample(
+    points: Sequence[tuple[int, float]], limit: int = MAX_CURVE_POINTS
+) -> Sequence[tuple[int, float]]:
     """Every k-th point, always keeping the first and the last.
 
     >>> downsample([(i, i) for i in range(10)], 4)
@@ -220,7 +222,7 @@ def _label(value: float) -> str:
 
 
 def curve_plot(
-    curves: Sequence[tuple[str, list[tuple[int, float]]]],
+    curves: Sequence[tuple[str, Sequence[tuple[int, float]]]],
     *,
     relative: bool = False,
     width: int = 960,

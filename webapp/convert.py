@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from typing import cast
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 import bpe
+from bpe.model import Mode
 from bpe.token_info import token_category
 from webapp.models import Merge, Tokenizer, VocabEntry
 from webapp.slugs import new_slug
@@ -60,6 +62,8 @@ def store_tokenizer(session: Session, tok: bpe.Tokenizer, *, corpus_id: int) -> 
 
 def merge_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[dict]:
     stats = tok.training
+    if stats is None:  # each stored merge keeps its count: only a trained tokeniser is stored
+        raise ValueError("a tokeniser without its training record cannot be stored")
     return [
         {
             "tokenizer_id": tokenizer_id,
@@ -146,7 +150,7 @@ def _build(session: Session, row: Tokenizer) -> bpe.Tokenizer:
         seconds=row.training_seconds,
     )
     return bpe.Tokenizer(
-        mode=row.mode,
+        mode=cast(Mode, row.mode),  # the column holds only modes the library wrote
         merges=[(m.left_id, m.right_id, m.new_id) for m in merges],
         special_tokens=row.special_tokens_dict,
         pattern=row.pattern,

@@ -23,10 +23,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from flask import Flask, current_app
-from sqlalchemy import func, select, update
+from sqlalchemy import CursorResult, func, select, update
 
 import bpe
 from webapp.convert import store_tokenizer
@@ -120,7 +120,7 @@ def load_job_input(database: Database, job_id: int) -> tuple[dict[str, Any], str
         job = session.get(TrainingJob, job_id)
         if job is None:
             raise LookupError(f"job {job_id} does not exist")
-        text = session.scalar(select(Corpus.text).where(Corpus.id == job.corpus_id))
+        text = session.execute(select(Corpus.text).where(Corpus.id == job.corpus_id)).scalar_one()
         return job.settings_dict, text
 
 
@@ -251,11 +251,11 @@ class JobRunner:
         self, corpus_id: int, settings: dict[str, Any], *, rerun_of: int | None = None
     ) -> int:
         with self.database.session_scope() as session:
-            active = session.scalar(
+            active = session.execute(
                 select(func.count())
                 .select_from(TrainingJob)
                 .where(TrainingJob.status.in_(("queued", "running")))
-            )
+            ).scalar_one()
             if active >= self.max_running + self.max_queued:
                 raise JobQueueFull(
                     f"The training queue is full ({self.max_running} running,"
@@ -306,10 +306,14 @@ class JobRunner:
     def recover(self) -> int:
         """Jobs left `running` by a previous process become `interrupted`; returns how many."""
         with self.database.session_scope() as session:
-            result = session.execute(
-                update(TrainingJob)
-                .where(TrainingJob.status == "running")
-                .values(status="interrupted", error=INTERRUPTED_MESSAGE, finished_at=utcnow())
+            # An UPDATE gives a CursorResult; Session.execute is typed for the SELECT case.
+            result = cast(
+                CursorResult[Any],
+                session.execute(
+                    update(TrainingJob)
+                    .where(TrainingJob.status == "running")
+                    .values(status="interrupted", error=INTERRUPTED_MESSAGE, finished_at=utcnow())
+                ),
             )
             return result.rowcount or 0
 

@@ -22,7 +22,7 @@ import os
 import tempfile
 import unicodedata
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from sqlalchemy import LargeBinary, func, insert, literal, select
 
@@ -57,10 +57,18 @@ class ConnectionDropped(UserError):
         super().__init__(message)
 
 
+class ByteReader(Protocol):
+    """What an upload is read from: a request body, an uploaded file, a CountingReader."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def tell(self) -> int: ...  # bytes read so far, to notice a body cut short
+
+
 class CountingReader:
     """Wraps a body stream and counts what was read (to notice a body cut short)."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: ByteReader) -> None:
         self._stream = stream
         self._count = 0
 
@@ -89,7 +97,7 @@ class NormalizedText:
             os.unlink(self.path)
 
 
-def normalize_stream(stream: BinaryIO, *, limit: int, tmp_dir: str) -> NormalizedText:
+def normalize_stream(stream: ByteReader, *, limit: int, tmp_dir: str) -> NormalizedText:
     """Validate and normalise a byte stream into a temporary UTF-8 file (caller discards it)."""
     os.makedirs(tmp_dir, exist_ok=True)
     fd, path = tempfile.mkstemp(prefix="upload-", suffix=".txt", dir=tmp_dir)
@@ -103,7 +111,7 @@ def normalize_stream(stream: BinaryIO, *, limit: int, tmp_dir: str) -> Normalize
         raise
 
 
-def _normalize_into(stream: BinaryIO, out: BinaryIO, *, limit: int) -> NormalizedText:
+def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> NormalizedText:
     head = _read_at_least(stream, 4)
     encoding, bom = "utf-8", b""
     for candidate, name in BOMS:
@@ -152,14 +160,14 @@ def _normalize_into(stream: BinaryIO, out: BinaryIO, *, limit: int) -> Normalize
     return NormalizedText("", size, digest.hexdigest(), chars, lines, encoding)
 
 
-def _read(stream: BinaryIO) -> bytes:
+def _read(stream: ByteReader) -> bytes:
     try:
         return stream.read(CHUNK)
     except OSError:  # the client went away mid-body
         raise ConnectionDropped() from None
 
 
-def _read_at_least(stream: BinaryIO, n: int) -> bytes:
+def _read_at_least(stream: ByteReader, n: int) -> bytes:
     data = b""
     while len(data) < n:
         piece = _read(stream)
@@ -207,7 +215,7 @@ def store_corpus(
                 existing.created_at = utcnow()
             return existing, False
         # A Core insert: the ORM would fetch the SQL-computed text back (RETURNING), in memory.
-        corpus_id = session.scalar(
+        corpus_id = session.execute(
             insert(Corpus)
             .values(
                 slug=new_slug(),
@@ -222,10 +230,10 @@ def store_corpus(
                 created_at=utcnow(),
             )
             .returning(Corpus.id)
-        )
+        ).scalar_one()
         if database.is_sqlite:
             _stream_into_blob(session, corpus_id, upload)
-        return session.get(Corpus, corpus_id), True
+        return session.get_one(Corpus, corpus_id), True
 
 
 def _placeholder(database: Database, upload: NormalizedText):

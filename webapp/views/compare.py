@@ -357,10 +357,14 @@ def start(slug: str):
 def _submit_both(corpus_id: int, settings: list[dict]) -> list[int]:
     """Queue both jobs or neither: a half-started comparison would only confuse."""
     runner = get_runner()
-    active = db.session().scalar(
-        select(func.count())
-        .select_from(TrainingJob)
-        .where(TrainingJob.status.in_(("queued", "running")))
+    active = (
+        db.session()
+        .execute(
+            select(func.count())
+            .select_from(TrainingJob)
+            .where(TrainingJob.status.in_(("queued", "running")))
+        )
+        .scalar_one()
     )
     db.session().rollback()  # end the read snapshot before the runner writes
     free = runner.max_running + runner.max_queued - active

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from typing import BinaryIO
 
 from flask import (
     Blueprint,
@@ -23,6 +22,7 @@ from webapp.jobs import get_runner, parse_settings
 from webapp.models import Corpus, Tokenizer, TrainingJob
 from webapp.slugs import looks_like_slug
 from webapp.uploads import (
+    ByteReader,
     ConnectionDropped,
     CountingReader,
     UploadTooLarge,
@@ -50,7 +50,11 @@ def get_corpus_or_404(slug: str) -> Corpus:
 
 
 def _ingest(
-    stream: BinaryIO, *, name: str | None, filename: str | None, expected_length: int | None = None
+    stream: ByteReader,
+    *,
+    name: str | None,
+    filename: str | None,
+    expected_length: int | None = None,
 ) -> tuple[Corpus, bool]:
     """Validate a body stream and store it; the temporary file goes whatever happens."""
     config = current_app.config
@@ -72,7 +76,7 @@ def _ingest(
         upload.discard()
 
 
-def _form_source() -> tuple[BinaryIO, str | None]:
+def _form_source() -> tuple[ByteReader, str | None]:
     """The uploaded file if one was chosen, else the pasted text."""
     try:
         upload = request.files.get("file")

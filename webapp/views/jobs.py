@@ -58,4 +58,4 @@ def rerun(slug: str, job_id: int):
 def _reload(job_id: int) -> TrainingJob:
     session = db.session()
     session.rollback()  # end the read snapshot taken before the write
-    return session.get(TrainingJob, job_id)
+    return session.get_one(TrainingJob, job_id)

@@ -290,7 +290,8 @@ def _tree_rows(tok: bpe.Tokenizer, token_id: int, display: Display) -> list[dict
     while stack:
         node, depth = stack.pop()
         [info] = token_infos(tok, [node.token_id])
-        has_parts = node.left is not None and node.right is not None
+        left, right = node.left, node.right
+        has_parts = left is not None and right is not None
         rows.append(
             {
                 "node": node,
@@ -302,9 +303,9 @@ def _tree_rows(tok: bpe.Tokenizer, token_id: int, display: Display) -> list[dict
                 "kind": info.base_kind,
             }
         )
-        if has_parts and depth < TREE_DEPTH_LIMIT:
-            stack.append((node.right, depth + 1))
-            stack.append((node.left, depth + 1))
+        if left is not None and right is not None and depth < TREE_DEPTH_LIMIT:
+            stack.append((right, depth + 1))
+            stack.append((left, depth + 1))
     return rows
 
 
