@@ -93,7 +93,7 @@ def _sides(slugs: list[str]) -> dict:
         }
         for i, m in enumerate(members)
     ]
-    same_corpus = len({s["row"].corpus_id for s in sides}) == 1
+    same_corpus = len({m.row.corpus_id for m in members}) == 1
     context = {"sides": sides, "slugs": slugs, "same_corpus": same_corpus, "members": members}
     if len(sides) == 2:  # the two-way page's partials still name them a and b
         context.update(a=sides[0], b=sides[1], slug_a=slugs[0], slug_b=slugs[1])
