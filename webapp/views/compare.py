@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from flask import Blueprint, make_response, redirect, render_template, request, url_for
 from sqlalchemy import func, select
@@ -81,7 +82,7 @@ def compare_url(endpoint: str, slugs, **query) -> str:
 def _sides(slugs: list[str]) -> dict:
     session = db.session()
     members = compare_sets.load_set(session, slugs)
-    sides = [
+    sides: list[dict[str, Any]] = [
         {
             "letter": m.letter,
             "row": m.row,
