@@ -45,7 +45,8 @@ def live_server(tmp_path_factory):
             "UPLOAD_TMP_DIR": str(tmp / "uploads"),
             "JOBS_MODE": "thread",
             "JOBS_PROGRESS_INTERVAL": 0.1,
-        }
+        },
+        run_jobs=True,
     )
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

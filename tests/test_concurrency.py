@@ -25,7 +25,7 @@ from webapp.uploads import store_text
 @pytest.fixture
 def live_app(app_config):
     app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.05)
-    app = create_app(app_config)
+    app = create_app(app_config, run_jobs=True)
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -226,7 +226,8 @@ def test_restart_marks_running_jobs_interrupted_and_they_can_run_again(
         job = session.get(TrainingJob, job_id)
         job.status, job.started_at, job.merges_done = "running", utcnow(), 3
 
-    restarted = create_app(app_config)  # a new process starting on the same database
+    # A new serving process starting on the same database.
+    restarted = create_app(app_config, run_jobs=True)
     try:
         client2 = restarted.test_client()
         job = job_row(restarted, job_id)
@@ -260,7 +261,7 @@ def test_queued_jobs_are_picked_up_after_a_restart(app, app_config, client, make
     corpus = make_corpus()
     job_id = start_job(client, corpus.slug)  # queued; this (manual) app never runs it
     app_config["JOBS_MODE"] = "thread"
-    restarted = create_app(app_config)
+    restarted = create_app(app_config, run_jobs=True)
     try:
         wait_for(lambda: job_row(restarted, job_id).status == "succeeded")
     finally:
@@ -298,7 +299,7 @@ def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
 @pytest.fixture
 def threaded_app(app_config):
     app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.1)
-    app = create_app(app_config)
+    app = create_app(app_config, run_jobs=True)
     yield app
     app.extensions["bpe_jobs"].stop()
     app.extensions["bpe_db"].dispose()

@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import click
 from flask import Flask
 
 from webapp import config, db, errors, jobs, template_filters
@@ -19,7 +18,9 @@ from webapp import config, db, errors, jobs, template_filters
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
-def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = False) -> Flask:
+    """The app. `run_jobs=True` (only `webapp.wsgi`, the README's server) makes this process
+    run the jobs; `flask` commands, tests and extra processes never do unless they say so."""
     app = Flask(
         __name__,
         instance_relative_config=True,
@@ -48,11 +49,5 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     # A process without the schema (AUTO_MIGRATE off, not upgraded yet) cannot run jobs yet.
     schema_ready = db.current_revision(app.extensions["bpe_db"]) is not None
-    jobs.init_app(app, own_jobs=_owns_jobs() and schema_ready)
+    jobs.init_app(app, run_jobs=run_jobs and schema_ready)
     return app
-
-
-def _owns_jobs() -> bool:
-    """Only a serving process runs jobs: not `flask db-upgrade` or another CLI command."""
-    ctx = click.get_current_context(silent=True)
-    return ctx is None or ctx.info_name in ("run", "flask")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -24,8 +25,21 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled", "interrupted")
-FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled", "interrupted"})
+
+class JobStatus(StrEnum):
+    """A training job's state; the row stores the value. Equal to its plain string."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+JOB_STATUSES = tuple(status.value for status in JobStatus)
+ACTIVE_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
+FINISHED_STATUSES = frozenset(JobStatus) - ACTIVE_STATUSES
 
 
 def utcnow() -> datetime:

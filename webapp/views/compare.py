@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from flask import Blueprint, make_response, redirect, render_template, request, url_for
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from webapp import browse, compare_sets, db
 from webapp.comparison import (
@@ -33,8 +33,8 @@ from webapp.comparison import (
     verdict,
 )
 from webapp.errors import UserError
-from webapp.jobs import JobQueueFull, get_runner, parse_settings
-from webapp.models import Tokenizer, TrainingJob
+from webapp.jobs import get_jobs, parse_settings
+from webapp.models import Tokenizer
 from webapp.playground import Display
 from webapp.segmentation import boundary_diff, clamp_merges, scrub, view_marks
 from webapp.token_display import counts, token_infos, token_view, token_views
@@ -347,44 +347,12 @@ def start(slug: str):
     form = request.form.to_dict()
     try:
         settings = [parse_settings({**form, "mode": mode}) for mode in ("naive", "chunked")]
-        job_ids = _submit_both(corpus.id, settings)
+        job_ids = get_jobs().submit_many(corpus.id, settings)  # both or neither
     except UserError as exc:
         return render_corpus(corpus, error=exc.message, status=exc.status, form=form)
     return redirect(
         url_for("compare.jobs", slug=corpus.slug, job_a=job_ids[0], job_b=job_ids[1]), code=303
     )
-
-
-def _submit_both(corpus_id: int, settings: list[dict]) -> list[int]:
-    """Queue both jobs or neither: a half-started comparison would only confuse."""
-    runner = get_runner()
-    active = (
-        db.session()
-        .execute(
-            select(func.count())
-            .select_from(TrainingJob)
-            .where(TrainingJob.status.in_(("queued", "running")))
-        )
-        .scalar_one()
-    )
-    db.session().rollback()  # end the read snapshot before the runner writes
-    free = runner.max_running + runner.max_queued - active
-    if free < len(settings):
-        raise JobQueueFull(
-            f"The training queue has room for {max(free, 0)} more job{'s' if free != 1 else ''},"
-            f" and a comparison needs {len(settings)}. Try again when a job has finished,"
-            " or cancel one."
-        )
-    job_ids: list[int] = []
-    try:
-        for one in settings:
-            job_ids.append(runner.submit(corpus_id, one))
-    except JobQueueFull:
-        # Another request took the last slot in between: take back what was queued.
-        for job_id in job_ids:
-            runner.request_cancel(job_id)
-        raise
-    return job_ids
 
 
 def _jobs_context(slug: str, job_a: int, job_b: int) -> dict:

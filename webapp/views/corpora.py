@@ -18,8 +18,9 @@ from sqlalchemy import func, select
 
 from webapp import db
 from webapp.errors import UserError, human_bytes
-from webapp.jobs import get_runner, parse_settings
-from webapp.models import Corpus, Tokenizer, TrainingJob
+from webapp.jobs import get_jobs, parse_settings
+from webapp.jobs.store import jobs_of_corpus
+from webapp.models import Corpus, Tokenizer
 from webapp.slugs import looks_like_slug
 from webapp.uploads import (
     ByteReader,
@@ -167,12 +168,7 @@ def render_corpus(
     if isinstance(preview, bytes):
         preview = preview.decode("utf-8", errors="ignore")
     preview = (preview or "")[:PREVIEW_CHARS]
-    jobs = session.scalars(
-        select(TrainingJob)
-        .where(TrainingJob.corpus_id == corpus.id)
-        .order_by(TrainingJob.id.desc())
-        .limit(50)
-    ).all()
+    jobs = jobs_of_corpus(session, corpus.id)
     tokenizers = session.scalars(
         select(Tokenizer)
         .where(Tokenizer.corpus_id == corpus.id, Tokenizer.deleted_at.is_(None))
@@ -196,7 +192,7 @@ def train(slug: str):
     corpus = get_corpus_or_404(slug)
     try:
         settings = parse_settings(request.form.to_dict())
-        job_id = get_runner().submit(corpus.id, settings)
+        job_id = get_jobs().submit(corpus.id, settings)
     except UserError as exc:
         return render_corpus(
             corpus, error=exc.message, status=exc.status, form=request.form.to_dict()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
-from sqlalchemy import select
 
 from webapp import db
-from webapp.jobs import get_runner
-from webapp.models import TrainingJob
+from webapp.jobs import get_jobs
+from webapp.jobs.store import fresh_job, job_of_corpus
 from webapp.views.corpora import get_corpus_or_404
 
 bp = Blueprint("jobs", __name__)
@@ -16,9 +15,7 @@ bp = Blueprint("jobs", __name__)
 def get_job_or_404(slug: str, job_id: int) -> tuple:
     """Job URLs sit under their corpus's unguessable slug, so job ids reveal nothing."""
     corpus = get_corpus_or_404(slug)
-    job = db.session().scalar(
-        select(TrainingJob).where(TrainingJob.id == job_id, TrainingJob.corpus_id == corpus.id)
-    )
+    job = job_of_corpus(db.session(), corpus.id, job_id)
     if job is None:
         abort(404)
     return corpus, job
@@ -41,21 +38,15 @@ def status(slug: str, job_id: int):
 @bp.post("/c/<slug>/jobs/<int:job_id>/cancel")
 def cancel(slug: str, job_id: int):
     corpus, job = get_job_or_404(slug, job_id)
-    get_runner().request_cancel(job.id)
+    get_jobs().request_cancel(job.id)
     if request.headers.get("HX-Request"):
-        db.session().expire_all()
-        return render_template("jobs/_status.html", corpus=corpus, job=_reload(job.id))
+        job = fresh_job(db.session(), job.id)
+        return render_template("jobs/_status.html", corpus=corpus, job=job)
     return redirect(url_for("jobs.show", slug=slug, job_id=job.id), code=303)
 
 
 @bp.post("/c/<slug>/jobs/<int:job_id>/rerun")
 def rerun(slug: str, job_id: int):
     corpus, job = get_job_or_404(slug, job_id)
-    new_id = get_runner().rerun(job.id)
+    new_id = get_jobs().rerun(job.id)
     return redirect(url_for("jobs.show", slug=corpus.slug, job_id=new_id), code=303)
-
-
-def _reload(job_id: int) -> TrainingJob:
-    session = db.session()
-    session.rollback()  # end the read snapshot taken before the write
-    return session.get_one(TrainingJob, job_id)

@@ -1,0 +1,59 @@
+"""Training jobs: one interface for the app, whichever backend runs them.
+
+- `settings.py`: the train form parsed once into a `JobSettings` value.
+- `store.py`: every query on the job rows; statuses as `JobStatus`; admission in the database.
+- `task.py`: the training itself (read the corpus, train, record), wherever it runs.
+- `process.py`: a training in a child process, and its supervision.
+- `embedded.py`: the default backend, a runner thread in the serving process.
+
+Views call `get_jobs()` and its `submit`, `submit_many`, `request_cancel` and `rerun`; they
+read jobs through the store's query functions. Only job ids cross to whatever runs a job.
+"""
+
+from __future__ import annotations
+
+from flask import Flask, current_app
+
+from webapp.jobs.backend import JobBackend
+from webapp.jobs.embedded import EmbeddedRunner, runner_lock_path
+from webapp.jobs.settings import JobSettings, parse_settings
+from webapp.jobs.store import JobQueueFull, JobStore
+from webapp.models import JobStatus
+
+__all__ = [
+    "JobBackend",
+    "JobQueueFull",
+    "JobSettings",
+    "JobStatus",
+    "JobStore",
+    "get_jobs",
+    "init_app",
+    "parse_settings",
+]
+
+
+def make_store(app: Flask) -> JobStore:
+    return JobStore(
+        app.extensions["bpe_db"],
+        max_running=app.config["JOBS_MAX_RUNNING"],
+        max_queued=app.config["JOBS_MAX_QUEUED"],
+    )
+
+
+def init_app(app: Flask, *, run_jobs: bool = False) -> JobBackend:
+    """Wire the job backend into the app; `run_jobs` makes this process run the jobs."""
+    backend = EmbeddedRunner(
+        make_store(app),
+        mode=app.config["JOBS_MODE"],
+        lock_path=runner_lock_path(app.extensions["bpe_db"].url, app.instance_path),
+        progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
+        kill_after=app.config["JOBS_KILL_AFTER"],
+    )
+    app.extensions["bpe_jobs"] = backend
+    if run_jobs:
+        backend.start()
+    return backend
+
+
+def get_jobs() -> JobBackend:
+    return current_app.extensions["bpe_jobs"]

@@ -1,0 +1,128 @@
+"""One training in a child process, and the supervision of it: shared by the embedded runner
+(one thread supervising up to N children) and the Celery task (one child per task).
+
+Pure-Python training holds the GIL for seconds at a time, so it never runs in a process that
+also answers requests or talks to a broker. The child does the whole task (webapp/jobs/task.py:
+it reads the corpus, writes progress and the result itself); its supervisor only passes a stop
+on, terminates a child that does not stop in time, and records a child that died without
+recording anything. Whoever starts a child stops it, and a child whose supervisor is gone
+(killed with -9) notices at its next stop check and leaves quietly, marking the job
+`interrupted`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from webapp.db import Database
+from webapp.jobs.store import INTERRUPTED_MESSAGE, JobStore
+from webapp.jobs.task import run_job
+from webapp.models import JobStatus
+
+log = logging.getLogger(__name__)
+_CONTEXT = multiprocessing.get_context("spawn")
+
+
+class SupervisorGone(BaseException):
+    """Raised from the stop check of a child whose supervisor died. A BaseException, so no
+    `except Exception` on the way (in the library or the task) records it as a failure."""
+
+
+def child_main(job_id: int, database_url: str, stop_event: Any, interval: float) -> None:
+    """Entry point of a training child process."""
+    supervisor = os.getppid()
+    database = Database(database_url)
+    store = JobStore(database)
+
+    def stop() -> bool:
+        if os.getppid() != supervisor:
+            raise SupervisorGone()
+        return stop_event.is_set()
+
+    try:
+        run_job(store, job_id, interval=interval, stop=stop)
+    except SupervisorGone:
+        # Nobody is left to record this job: say so on the row, then leave without a trace.
+        # (If even that fails, the next start-up's recovery marks it.)
+        with contextlib.suppress(Exception):
+            store.finish(job_id, JobStatus.INTERRUPTED, error=INTERRUPTED_MESSAGE)
+    finally:
+        database.dispose()
+
+
+@dataclass
+class TrainingChild:
+    job_id: int
+    process: Any
+    stop_event: Any
+    started: float = field(default_factory=time.monotonic)
+    cancel_sent: float | None = None
+
+
+class Supervisor:
+    """Starts training children and looks after them; used from one thread only."""
+
+    def __init__(self, store: JobStore, *, interval: float, kill_after: float) -> None:
+        self.store = store
+        self.interval = interval
+        self.kill_after = kill_after
+
+    def spawn(self, job_id: int) -> TrainingChild:
+        stop_event = _CONTEXT.Event()
+        process = _CONTEXT.Process(
+            target=child_main,
+            args=(job_id, self.store.database.url, stop_event, self.interval),
+            name=f"bpe-train-{job_id}",
+            daemon=True,
+        )
+        process.start()
+        return TrainingChild(job_id, process, stop_event)
+
+    def look(self, child: TrainingChild, *, cancel: bool) -> bool:
+        """One look at a child; True once it has ended and its job is recorded."""
+        now = time.monotonic()
+        if cancel and child.cancel_sent is None:
+            child.stop_event.set()
+            child.cancel_sent = now
+        if child.process.is_alive():
+            if child.cancel_sent is not None and now - child.cancel_sent > self.kill_after:
+                self._kill(child)  # it did not reach a stop check in time
+                self.store.finish(child.job_id, JobStatus.CANCELLED, elapsed=self._age(child))
+                return True
+            return False
+        child.process.join(2)
+        # The child records its own outcome; a job still running means it died first.
+        if self.store.status(child.job_id) == JobStatus.RUNNING:
+            if child.cancel_sent is not None:
+                self.store.finish(child.job_id, JobStatus.CANCELLED, elapsed=self._age(child))
+            else:
+                code = child.process.exitcode
+                self.store.finish(
+                    child.job_id,
+                    JobStatus.FAILED,
+                    error=f"The training process died (exit code {code}).",
+                    elapsed=self._age(child),
+                )
+        return True
+
+    def interrupt(self, child: TrainingChild) -> None:
+        """Shut-down: stop the child and mark its job interrupted (it can be run again)."""
+        self._kill(child)
+        self.store.finish(child.job_id, JobStatus.INTERRUPTED, error=INTERRUPTED_MESSAGE)
+
+    def _kill(self, child: TrainingChild) -> None:
+        child.process.terminate()
+        child.process.join(2)
+        if child.process.is_alive():
+            child.process.kill()
+            child.process.join(2)
+
+    @staticmethod
+    def _age(child: TrainingChild) -> float:
+        return time.monotonic() - child.started

@@ -1,0 +1,147 @@
+"""The training task: what runs one job, wherever it runs (a child process of the embedded
+runner, a Celery worker, or the test's own thread).
+
+`run_job(store, job_id)` reads the job's settings and its corpus from the database, trains
+with progress and stop checks, and records the outcome: the tokeniser and the job's status in
+one transaction, or the reason it stopped. It only writes to a job that is `running` and has
+no tokeniser yet, so running it twice for one id stores one tokeniser.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import bpe
+from webapp.jobs.settings import JobSettings
+from webapp.jobs.store import JobStore, Update
+from webapp.models import JobStatus
+
+
+class PairNamer:
+    """Readable names for the pair merged last, built from the progress reports themselves."""
+
+    def __init__(self, settings: JobSettings, text: str) -> None:
+        if settings.mode == "words":
+            alphabet = sorted({c for c in set(text) if not c.isspace()})
+            self.known = {i: c.encode("utf-8") for i, c in enumerate(alphabet)}
+            self.known[len(alphabet)] = b"</w>"
+            self.base = len(alphabet) + 1
+        else:
+            self.known = {i: bytes([i]) for i in range(256)}
+            self.base = 256
+
+    def name(self, progress: bpe.Progress) -> str | None:
+        if progress.pair is None:
+            return None
+        left, right = progress.pair
+        parts = [self.known.get(left), self.known.get(right)]
+        if parts[0] is not None and parts[1] is not None:
+            self.known[self.base + progress.merges_done - 1] = parts[0] + parts[1]
+        return " + ".join(
+            repr(p.decode("utf-8", errors="replace")) if p is not None else f"#{i}"
+            for p, i in zip(parts, (left, right), strict=False)
+        )
+
+
+def train_job(
+    settings: JobSettings,
+    text: str,
+    *,
+    report: Callable[[Update], None],
+    should_stop: Callable[[], bool],
+) -> bpe.Tokenizer:
+    """Run bpe.train for a job's settings; `report` gets every progress step."""
+    namer = PairNamer(settings, text)
+
+    def progress(p: bpe.Progress) -> None:
+        # A target of 0 means the text is still being split: the target is not known yet.
+        report(Update(p.merges_done, p.merges_target or None, namer.name(p), p.count))
+
+    return bpe.train(text, progress=progress, should_stop=should_stop, **settings.train_kwargs())
+
+
+class _Ticker:
+    """Writes progress and a heartbeat at most every `interval` seconds, and learns from the
+    same write whether a cancel was asked for (so a stop is seen within one interval)."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        job_id: int,
+        interval: float,
+        on_write: Callable[[int], None] | None,
+    ) -> None:
+        self.store, self.job_id, self.interval = store, job_id, interval
+        self.on_write = on_write
+        self.started = time.monotonic()
+        self.last = float("-inf")
+        self.latest: Update | None = None
+        self.cancelled = False
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def report(self, update: Update) -> None:
+        self.latest = update
+        now = time.monotonic()
+        if now - self.last >= self.interval or update.merges_done == update.merges_target:
+            self.last = now
+            self.cancelled = self.store.write_progress(self.job_id, update, now - self.started)
+            if self.on_write is not None:
+                self.on_write(self.job_id)
+
+    def beat(self) -> bool:
+        """Called from the stop check: a heartbeat when one is due; True once cancelled."""
+        now = time.monotonic()
+        if not self.cancelled and now - self.last >= self.interval:
+            self.last = now
+            elapsed = now - self.started
+            self.cancelled = self.store.write_progress(self.job_id, self.latest, elapsed)
+        return self.cancelled
+
+
+def run_job(
+    store: JobStore,
+    job_id: int,
+    *,
+    interval: float,
+    stop: Callable[[], bool] | None = None,
+    on_write: Callable[[int], None] | None = None,
+) -> JobStatus | None:
+    """Train a job already claimed (`running`) and record how it ended; returns that status.
+
+    `stop` is an extra, cheaper stop check (the embedded runner's flag); the row's
+    `cancel_requested` is read with every progress write and heartbeat either way.
+    `on_write` (tests) is called with the job id after each progress write.
+    """
+    ticker = _Ticker(store, job_id, interval, on_write)
+
+    def should_stop() -> bool:
+        return (stop is not None and stop()) or ticker.beat()
+
+    try:
+        settings, text = store.job_input(job_id)
+        tok = train_job(settings, text, report=ticker.report, should_stop=should_stop)
+    except LookupError:
+        return None  # the job is gone: nothing to record
+    except bpe.TrainingCancelled:
+        return _finish(store, job_id, JobStatus.CANCELLED, None, ticker.elapsed())
+    except ValueError as exc:
+        return _finish(store, job_id, JobStatus.FAILED, str(exc), ticker.elapsed())
+    except Exception as exc:  # noqa: BLE001 - recorded as the job's error, for its owner to read
+        error = f"training failed: {type(exc).__name__}: {exc}"
+        return _finish(store, job_id, JobStatus.FAILED, error, ticker.elapsed())
+    try:
+        stored = store.store_result(job_id, tok, ticker.elapsed())
+    except Exception as exc:  # noqa: BLE001 - the job fails with the reason instead
+        error = f"The trained tokeniser could not be stored: {type(exc).__name__}: {exc}"
+        return _finish(store, job_id, JobStatus.FAILED, error, ticker.elapsed())
+    return JobStatus.SUCCEEDED if stored else store.status(job_id)
+
+
+def _finish(
+    store: JobStore, job_id: int, status: JobStatus, error: str | None, elapsed: float
+) -> JobStatus | None:
+    store.finish(job_id, status, error=error, elapsed=elapsed)
+    return store.status(job_id)
