@@ -23,10 +23,11 @@ $(STAMP): pyproject.toml $(LOCK)
 
 install: $(STAMP)
 
-# Creates or upgrades the SQLite database under instance/, then serves on http://127.0.0.1:5000
+# Creates or upgrades the SQLite database under instance/, then serves on http://127.0.0.1:$PORT
+# (default 5000) with gunicorn: one worker process with threads, which runs the jobs too.
 run: install
 	$(BIN)/flask --app webapp db-upgrade
-	$(BIN)/flask --app webapp run --host 127.0.0.1 --port 5000
+	$(BIN)/gunicorn --config python:webapp.gunicorn_conf webapp.wsgi:app
 
 # Headless Chromium for the end-to-end tests (Debian's package; as root only).
 browser:

@@ -1,0 +1,141 @@
+"""Who runs the jobs, and the README's production server.
+
+The embedded runner is owned explicitly: only a process that asks for it (`webapp.wsgi`, the
+README's server) and holds the runner lock runs, recovers or interrupts jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from webapp import create_app
+from webapp.models import TrainingJob, utcnow
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def running_job(app, corpus_id: int) -> int:
+    """A job row as a live runner leaves it mid-training."""
+    with app.extensions["bpe_db"].session_scope() as session:
+        job = TrainingJob(corpus_id=corpus_id, settings="{}", status="running", started_at=utcnow())
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def job_status(app, job_id: int) -> str:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.get(TrainingJob, job_id).status
+
+
+def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make_corpus, app):
+    app_config["JOBS_MODE"] = "thread"
+    owner = create_app(app_config, run_jobs=True)
+    try:
+        job_id = running_job(owner, make_corpus().id)
+        second = create_app(app_config, run_jobs=True)  # e.g. a second gunicorn worker
+        try:
+            assert second.extensions["bpe_jobs"]._thread is None
+            assert job_status(second, job_id) == "running"  # not marked interrupted
+        finally:
+            second.extensions["bpe_jobs"].stop()
+            second.extensions["bpe_db"].dispose()
+    finally:
+        owner.extensions["bpe_jobs"].stop()
+        owner.extensions["bpe_db"].dispose()
+    # Once the owner is gone, the next serving process takes over and recovers the job.
+    successor = create_app(app_config, run_jobs=True)
+    try:
+        assert successor.extensions["bpe_jobs"]._thread is not None
+        assert job_status(successor, job_id) == "interrupted"
+    finally:
+        successor.extensions["bpe_jobs"].stop()
+        successor.extensions["bpe_db"].dispose()
+
+
+def test_flask_commands_never_touch_jobs(app, make_corpus):
+    job_id = running_job(app, make_corpus().id)
+    env = {**os.environ, "DATABASE_URL": app.config["DATABASE_URL"]}
+    for command in (["db-upgrade"], ["routes"]):
+        result = subprocess.run(
+            [str(BIN / "flask"), "--app", "webapp", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert job_status(app, job_id) == "running", command
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fetch(url: str, data: bytes | None = None, content_type: str = "application/json"):
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": content_type})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, dict(response.headers), response.read()
+
+
+def wait_until(predicate, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except OSError:
+            value = None
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.mark.slow
+def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
+    makefile = (ROOT / "Makefile").read_text()
+    command = next(line.strip() for line in makefile.splitlines() if "/gunicorn " in line)
+    assert command.startswith("$(BIN)/gunicorn ")
+    port = free_port()
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
+        "BPE_JOBS_MODE": "thread",
+    }
+    server = subprocess.Popen(
+        ["bash", "-c", "exec " + command.replace("$(BIN)", str(BIN))],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        status, headers, _ = wait_until(lambda: fetch(base + "/"))
+        assert status == 200 and headers["Server"].startswith("gunicorn")
+        body = json.dumps({"name": "t", "text": "low lower lowest newer newest " * 20}).encode()
+        _, _, reply = fetch(base + "/api/corpora", body)
+        slug = json.loads(reply)["slug"]
+        form = b"mode=chunked&vocab_size=270&trainer=reference"
+        request = urllib.request.Request(f"{base}/c/{slug}/train", data=form)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            job_url = response.url
+        wait_until(lambda: b'data-status="succeeded"' in fetch(job_url + "/status")[2])
+    finally:
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert server.returncode == 0, stderr.decode(errors="replace")[-2000:]
+    assert b"Traceback" not in stderr
