@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import CursorResult, func, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import Update as Update_
 
 import bpe
 from webapp.convert import store_tokenizer
@@ -91,11 +92,11 @@ class JobStore:
         that owner's queued jobs the same way; today nothing records owners yet.
         """
         del owner_id
-        active = session.scalar(
+        active = session.execute(
             select(func.count())
             .select_from(TrainingJob)
             .where(TrainingJob.status.in_(ACTIVE_STATUSES))
-        )
+        ).scalar_one()
         free = self.max_running + self.max_queued - active
         if free >= wanted:
             return
@@ -199,7 +200,9 @@ class JobStore:
             job = session.get(TrainingJob, job_id)
             if job is None:
                 raise LookupError(f"job {job_id} does not exist")
-            text = session.scalar(select(Corpus.text).where(Corpus.id == job.corpus_id))
+            text = session.execute(
+                select(Corpus.text).where(Corpus.id == job.corpus_id)
+            ).scalar_one()
             return JobSettings.from_json(job.settings), text
 
     def status(self, job_id: int) -> JobStatus | None:
@@ -289,10 +292,11 @@ class JobStore:
         if elapsed is not None:
             values["elapsed_seconds"] = elapsed
         with self.database.session_scope() as session:
-            result = session.execute(
+            result = _execute_update(
+                session,
                 update(TrainingJob)
                 .where(TrainingJob.id == job_id, TrainingJob.status == JobStatus.RUNNING)
-                .values(**values)
+                .values(**values),
             )
             return bool(result.rowcount)
 
@@ -310,12 +314,18 @@ class JobStore:
 
     def _interrupt(self, condition, message: str) -> int:
         with self.database.session_scope() as session:
-            result = session.execute(
+            result = _execute_update(
+                session,
                 update(TrainingJob)
                 .where(condition)
-                .values(status=JobStatus.INTERRUPTED, error=message, finished_at=utcnow())
+                .values(status=JobStatus.INTERRUPTED, error=message, finished_at=utcnow()),
             )
             return result.rowcount or 0
+
+
+def _execute_update(session: Session, statement: Update_) -> CursorResult[Any]:
+    # An UPDATE gives a CursorResult (with rowcount); Session.execute is typed for SELECTs.
+    return cast(CursorResult[Any], session.execute(statement))
 
 
 # ----- reads for pages, on the request's session ---------------------------------------------
