@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from webapp.errors import UserError
 from webapp.models import PlaygroundShare
 from webapp.slugs import new_slug
 from webapp.token_display import INVALID_RULES, InvalidRule
@@ -117,3 +119,18 @@ def load_share(session: Session, *, tokenizer_id: int, slug: str) -> tuple[str, 
         specials=bool(options.get("specials", True)),
     )
     return share.text_utf8.decode("utf-8"), display
+
+
+def list_display(args: Any) -> Display:
+    """Display state for lists of single tokens: whitespace shown by default, and no `group`
+    rule (a token alone has no neighbours to join), so hex unless U+FFFD is asked for."""
+    display = Display.from_args(args, whitespace_default=True)
+    return replace(display, invalid="replace" if display.invalid == "replace" else "hex")
+
+
+def check_playground_text(text: str) -> None:
+    """The app's limit on text to encode (BPE_PLAYGROUND_MAX_BYTES): past it, a 413."""
+    try:
+        check_text(text, max_bytes=current_app.config["PLAYGROUND_MAX_BYTES"])
+    except TextTooLarge as exc:
+        raise UserError(str(exc), status=413) from None

@@ -11,7 +11,7 @@ from markupsafe import Markup
 
 from bpe.patterns import pattern_name
 from webapp.errors import human_bytes
-from webapp.token_display import escape_html, form_value_html, visible_html
+from webapp.page_text import escape_html, form_value_html, visible_html
 
 
 def init_app(app: Flask) -> None:

@@ -17,7 +17,6 @@ Flask, so it is tested on its own.
 
 from __future__ import annotations
 
-import html
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -375,46 +374,3 @@ def counts(text: str, ids: Sequence[int]) -> Counts:
     (6, 5, 2, 3.0)
     """
     return Counts(bytes=len(text.encode("utf-8")), characters=len(text), tokens=len(ids))
-
-
-# ----- any other text on a page -------------------------------------------------------------------
-def escape_html(text: str) -> str:
-    """HTML-escape text for element content or a quoted attribute, `=` included, so user text
-    never spells an attribute (`hx-get=`) anywhere in the page source, not even as text.
-
-    >>> escape_html('"><img onerror=x>')
-    '&quot;&gt;&lt;img onerror&#61;x&gt;'
-    """
-    return html.escape(text).replace("=", "&#61;")
-
-
-def visible_html(text: str) -> str:
-    """Names, patterns, special tokens: HTML-escaped, with escapes shown as in tokens.
-
-    >>> visible_html("a<b>\\u202e")
-    'a&lt;b&gt;<span class="pc pc-escape" title="U+202E RIGHT-TO-LEFT OVERRIDE">U+202E</span>'
-    """
-    out = []
-    for piece in text_pieces(text):
-        if piece.kind == "text":
-            out.append(escape_html(piece.text))
-        else:
-            out.append(
-                f'<span class="pc pc-{piece.kind}" title="{escape_html(piece.title)}">'
-                f"{escape_html(piece.text)}</span>"
-            )
-    return "".join(out)
-
-
-def form_value_html(text: str) -> str:
-    """Text going back into a textarea or a value attribute, escaped so it is never raw but the
-    browser still gets the same characters: what must not be raw becomes `&#x...;`.
-
-    (NUL cannot survive any HTML form; browsers turn even `&#x0;` into U+FFFD.)
-
-    >>> form_value_html('"<a>\\u202e\\n')
-    '&quot;&lt;a&gt;&#x202E;\\n'
-    """
-    if text.isascii() and text.isprintable():
-        return escape_html(text)
-    return "".join(f"&#x{ord(c):X};" if needs_escape(c) else escape_html(c) for c in text)

@@ -346,7 +346,7 @@ def jobs_of_corpus(session: Session, corpus_id: int, *, limit: int = 50) -> list
     )
 
 
-def fresh_job(session: Session, job_id: int) -> TrainingJob | None:
+def fresh_job(session: Session, job_id: int) -> TrainingJob:
     """The job as it is now, after another session's write (ends this session's snapshot)."""
     session.rollback()
-    return session.get(TrainingJob, job_id, populate_existing=True)
+    return session.get_one(TrainingJob, job_id, populate_existing=True)

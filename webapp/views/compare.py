@@ -21,7 +21,6 @@ from dataclasses import replace
 from typing import Any
 
 from flask import Blueprint, make_response, redirect, render_template, request, url_for
-from sqlalchemy import select
 
 from webapp import browse, compare_sets, db
 from webapp.comparison import (
@@ -33,20 +32,12 @@ from webapp.comparison import (
     verdict,
 )
 from webapp.errors import UserError
+from webapp.htmx import is_fragment_request, page_or_fragment, refuse_in_place
 from webapp.jobs import get_jobs, parse_settings
-from webapp.models import Tokenizer
-from webapp.playground import Display
+from webapp.pages import get_corpus_or_404, get_job_or_404, render_corpus
+from webapp.playground import Display, check_playground_text, list_display
 from webapp.segmentation import boundary_diff, clamp_merges, scrub, view_marks
 from webapp.token_display import counts, token_infos, token_view, token_views
-from webapp.views.corpora import get_corpus_or_404, render_corpus
-from webapp.views.jobs import get_job_or_404
-from webapp.views.tokenizers import (
-    check_playground_text,
-    is_fragment_request,
-    list_display,
-    page_or_fragment,
-    refuse_in_place,
-)
 
 bp = Blueprint("compare", __name__)
 # Refusals (404 slugs, 413 text) look exactly like the tokeniser pages' ones, htmx included.
@@ -323,23 +314,6 @@ def pick(slug_a: str):
     return redirect(url_for("compare.show", slug_a=slug_a, slug_b=slug_b), code=303)
 
 
-@bp.app_template_global()
-def compare_candidates(row: Tokenizer) -> list[Tokenizer]:
-    """Other live tokenisers of the same corpus, newest first (the "compare with…" choices)."""
-    return list(
-        db.session().scalars(
-            select(Tokenizer)
-            .where(
-                Tokenizer.corpus_id == row.corpus_id,
-                Tokenizer.id != row.id,
-                Tokenizer.deleted_at.is_(None),
-            )
-            .order_by(Tokenizer.id.desc())
-            .limit(50)
-        )
-    )
-
-
 # ----- naive vs chunked from the corpus page -----------------------------------------------------
 @bp.post("/c/<slug>/compare")
 def start(slug: str):
@@ -360,12 +334,10 @@ def _jobs_context(slug: str, job_a: int, job_b: int) -> dict:
     _, second = get_job_or_404(slug, job_b)
     jobs = [first, second]
     done = all(job.finished for job in jobs)
-    succeeded = all(job.status == "succeeded" and job.tokenizer is not None for job in jobs)
+    made = [job.tokenizer for job in jobs if job.status == "succeeded"]
     compare_url = None
-    if succeeded:
-        compare_url = url_for(
-            "compare.show", slug_a=first.tokenizer.slug, slug_b=second.tokenizer.slug
-        )
+    if len(made) == 2 and made[0] is not None and made[1] is not None:
+        compare_url = url_for("compare.show", slug_a=made[0].slug, slug_b=made[1].slug)
     return {
         "corpus": corpus,
         "jobs": jobs,

@@ -6,22 +6,18 @@ import io
 
 from flask import (
     Blueprint,
-    abort,
     current_app,
     jsonify,
     redirect,
-    render_template,
     request,
     url_for,
 )
-from sqlalchemy import func, select
 
 from webapp import db
 from webapp.errors import UserError, human_bytes
 from webapp.jobs import get_jobs, parse_settings
-from webapp.jobs.store import jobs_of_corpus
-from webapp.models import Corpus, Tokenizer
-from webapp.slugs import looks_like_slug
+from webapp.models import Corpus
+from webapp.pages import get_corpus_or_404, render_corpus, render_home
 from webapp.uploads import (
     ByteReader,
     ConnectionDropped,
@@ -31,23 +27,9 @@ from webapp.uploads import (
     normalize_stream,
     store_corpus,
 )
-from webapp.views.home import render_home
 
 bp = Blueprint("corpora", __name__)
-PREVIEW_CHARS = 2000
 DEFAULT_NAME = "Untitled corpus"
-
-
-def get_corpus_or_404(slug: str) -> Corpus:
-    """The live corpus with this slug; a missing, deleted or malformed slug is the same 404."""
-    if not looks_like_slug(slug):
-        abort(404)
-    corpus = db.session().scalar(
-        select(Corpus).where(Corpus.slug == slug, Corpus.deleted_at.is_(None))
-    )
-    if corpus is None:
-        abort(404)
-    return corpus
 
 
 def _ingest(
@@ -156,35 +138,6 @@ def corpus_json(corpus: Corpus) -> dict:
 @bp.get("/c/<slug>")
 def show(slug: str):
     return render_corpus(get_corpus_or_404(slug))
-
-
-def render_corpus(
-    corpus: Corpus, *, error: str | None = None, status: int = 200, form: dict | None = None
-):
-    session = db.session()
-    preview = session.scalar(  # characters, or on SQLite possibly the UTF-8 bytes: 4 per char
-        select(func.substr(Corpus.text, 1, PREVIEW_CHARS * 4)).where(Corpus.id == corpus.id)
-    )
-    if isinstance(preview, bytes):
-        preview = preview.decode("utf-8", errors="ignore")
-    preview = (preview or "")[:PREVIEW_CHARS]
-    jobs = jobs_of_corpus(session, corpus.id)
-    tokenizers = session.scalars(
-        select(Tokenizer)
-        .where(Tokenizer.corpus_id == corpus.id, Tokenizer.deleted_at.is_(None))
-        .order_by(Tokenizer.id.desc())
-    ).all()
-    html = render_template(
-        "corpora/show.html",
-        corpus=corpus,
-        preview=preview or "",
-        truncated=corpus.char_count > PREVIEW_CHARS,
-        jobs=jobs,
-        tokenizers=tokenizers,
-        error=error,
-        form=form or {},
-    )
-    return html, status
 
 
 @bp.post("/c/<slug>/train")

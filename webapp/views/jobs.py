@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask import Blueprint, redirect, render_template, request, url_for
 
 from webapp import db
 from webapp.jobs import get_jobs
-from webapp.jobs.store import fresh_job, job_of_corpus
-from webapp.views.corpora import get_corpus_or_404
+from webapp.jobs.store import fresh_job
+from webapp.pages import get_job_or_404
 
 bp = Blueprint("jobs", __name__)
-
-
-def get_job_or_404(slug: str, job_id: int) -> tuple:
-    """Job URLs sit under their corpus's unguessable slug, so job ids reveal nothing."""
-    corpus = get_corpus_or_404(slug)
-    job = job_of_corpus(db.session(), corpus.id, job_id)
-    if job is None:
-        abort(404)
-    return corpus, job
 
 
 @bp.get("/c/<slug>/jobs/<int:job_id>")

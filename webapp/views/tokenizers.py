@@ -11,14 +11,12 @@ from __future__ import annotations
 import io
 import tempfile
 import zipfile
-from dataclasses import replace
 from pathlib import Path
 
 from flask import (
     Blueprint,
     Response,
     current_app,
-    make_response,
     redirect,
     render_template,
     request,
@@ -27,13 +25,14 @@ from flask import (
 
 import bpe
 from bpe.token_info import CATEGORIES, merge_tree, token_category
-from webapp import browse, db
+from webapp import browse, db, listings
 from webapp.convert import load_tokenizer
-from webapp.errors import TITLES, UserError, error_response
+from webapp.errors import UserError
+from webapp.htmx import is_fragment_request, page_or_fragment, refuse_in_place
 from webapp.playground import (
     Display,
-    TextTooLarge,
-    check_text,
+    check_playground_text,
+    list_display,
     load_share,
     save_share,
 )
@@ -59,36 +58,7 @@ def _limits() -> dict:
     return {"max_bytes": current_app.config["PLAYGROUND_MAX_BYTES"]}
 
 
-def list_display(args) -> Display:
-    """Display state for lists of single tokens: whitespace shown by default, and no `group`
-    rule (a token alone has no neighbours to join), so hex unless U+FFFD is asked for."""
-    display = Display.from_args(args, whitespace_default=True)
-    return replace(display, invalid="replace" if display.invalid == "replace" else "hex")
-
-
-def is_fragment_request() -> bool:
-    """htmx asked for the fragment (a history restore wants the whole page)."""
-    return bool(request.headers.get("HX-Request")) and not request.headers.get(
-        "HX-History-Restore-Request"
-    )
-
-
-@bp.errorhandler(UserError)
-def refuse_in_place(exc: UserError):
-    """htmx gets the message as a fragment for its target; everyone else the app's error page."""
-    if is_fragment_request():
-        title = TITLES.get(exc.status, "Error")
-        return render_template(
-            "tokenizers/_error.html", title=title, message=exc.message
-        ), exc.status
-    return error_response(exc.status, exc.message)
-
-
-def page_or_fragment(page_template: str, fragment_template: str, **context) -> Response:
-    template = fragment_template if is_fragment_request() else page_template
-    response = make_response(render_template(template, **context))
-    response.vary.add("HX-Request")  # the same URL answers with two bodies
-    return response
+bp.register_error_handler(UserError, refuse_in_place)
 
 
 def _tokenizer_context(slug: str) -> dict:
@@ -98,6 +68,7 @@ def _tokenizer_context(slug: str) -> dict:
         "row": row,
         "corpus": browse.corpus_of(session, row),
         "specials": browse.special_tokens(row),
+        "compare_choices": listings.compare_choices(session, row),
         "downloads": DOWNLOADS,
     }
 
@@ -142,13 +113,6 @@ def shared(slug: str, share_slug: str):
     text, display = found
     context["share_link"] = request.base_url
     return _playground(context, text, display)
-
-
-def check_playground_text(text: str) -> None:
-    try:
-        check_text(text, max_bytes=current_app.config["PLAYGROUND_MAX_BYTES"])
-    except TextTooLarge as exc:
-        raise UserError(str(exc), status=413) from None
 
 
 def _playground(context: dict, text: str, display: Display) -> Response:

@@ -1,0 +1,81 @@
+"""The SQL behind the home and corpus pages: recent items, a corpus by its slug, its preview
+and its tokenisers, and a tokeniser's "compare with…" choices. Views pass their request
+session in and render what comes back; they write no queries of their own."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, joinedload
+
+from webapp.models import Corpus, Tokenizer
+from webapp.slugs import looks_like_slug
+
+RECENT = 10
+COMPARE_CHOICES = 50
+
+
+def recent_corpora(session: Session, *, limit: int = RECENT) -> list[Corpus]:
+    return list(
+        session.scalars(
+            select(Corpus)
+            .where(Corpus.deleted_at.is_(None))
+            .order_by(Corpus.created_at.desc(), Corpus.id.desc())
+            .limit(limit)
+        )
+    )
+
+
+def recent_tokenizers(session: Session, *, limit: int = RECENT) -> list[Tokenizer]:
+    return list(
+        session.scalars(
+            select(Tokenizer)
+            .join(Corpus)
+            .where(Tokenizer.deleted_at.is_(None), Corpus.deleted_at.is_(None))
+            .options(joinedload(Tokenizer.corpus))
+            .order_by(Tokenizer.created_at.desc(), Tokenizer.id.desc())
+            .limit(limit)
+        )
+    )
+
+
+def live_corpus(session: Session, slug: str) -> Corpus | None:
+    """The live corpus with this slug; None for a missing, deleted or malformed one."""
+    if not looks_like_slug(slug):
+        return None
+    return session.scalar(select(Corpus).where(Corpus.slug == slug, Corpus.deleted_at.is_(None)))
+
+
+def corpus_preview(session: Session, corpus_id: int, *, chars: int) -> str:
+    """The first `chars` characters, read as a bounded substring, never the whole text."""
+    preview = session.scalar(  # characters, or on SQLite possibly the UTF-8 bytes: 4 per char
+        select(func.substr(Corpus.text, 1, chars * 4)).where(Corpus.id == corpus_id)
+    )
+    if isinstance(preview, bytes):
+        preview = preview.decode("utf-8", errors="ignore")
+    return (preview or "")[:chars]
+
+
+def tokenizers_of_corpus(session: Session, corpus_id: int) -> list[Tokenizer]:
+    return list(
+        session.scalars(
+            select(Tokenizer)
+            .where(Tokenizer.corpus_id == corpus_id, Tokenizer.deleted_at.is_(None))
+            .order_by(Tokenizer.id.desc())
+        )
+    )
+
+
+def compare_choices(session: Session, row: Tokenizer) -> list[Tokenizer]:
+    """Other live tokenisers of the same corpus, newest first (the "compare with…" choices)."""
+    return list(
+        session.scalars(
+            select(Tokenizer)
+            .where(
+                Tokenizer.corpus_id == row.corpus_id,
+                Tokenizer.id != row.id,
+                Tokenizer.deleted_at.is_(None),
+            )
+            .order_by(Tokenizer.id.desc())
+            .limit(COMPARE_CHOICES)
+        )
+    )
