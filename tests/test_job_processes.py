@@ -1,0 +1,86 @@
+"""Training children and their supervisors: a child outlives nobody.
+
+The embedded runner and the Celery task both supervise a training child (webapp/jobs/
+process.py). If the supervisor is killed with -9, the child must notice at its next stop
+check, mark the job interrupted and leave quietly (no traceback, no orphan still training).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from webapp.jobs.settings import JobSettings
+from webapp.models import Tokenizer, TrainingJob
+from webapp.uploads import store_text
+
+SUPERVISOR = """
+import sys, time
+from webapp.db import Database
+from webapp.jobs.process import Supervisor
+from webapp.jobs.store import JobStore
+
+store = JobStore(Database(sys.argv[1]))
+job_id = int(sys.argv[2])
+assert store.claim(job_id, stale_after=0)
+child = Supervisor(store, interval=0.05, kill_after=1.0).spawn(job_id)
+print(child.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def gone(pid: int) -> bool:
+    """Exited (a zombie nobody reaped counts: it runs no code any more)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def wait_for(predicate, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_a_child_whose_supervisor_is_killed_exits_quietly(app, random_words):
+    database = app.extensions["bpe_db"]
+    store = app.extensions["bpe_jobs"].store
+    corpus, _ = store_text(
+        database, random_words(60000), name="w", tmp_dir=app.config["UPLOAD_TMP_DIR"]
+    )
+    # The reference trainer recounts everything per merge: minutes of work left when killed.
+    settings = JobSettings(mode="chunked", trainer="reference", vocab_size=20000)
+    job_id = store.submit_many(corpus.id, [settings])[0]
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, database.url, str(job_id)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    child_pid = int(supervisor.stdout.readline())
+
+    def merges_done() -> int:
+        with database.read_scope() as session:
+            return session.get_one(TrainingJob, job_id).merges_done
+
+    wait_for(lambda: merges_done() > 0)
+    os.kill(supervisor.pid, signal.SIGKILL)
+    wait_for(lambda: gone(child_pid), timeout=30)
+    # stderr closes only once the child, which shares it, has gone too.
+    _, stderr = supervisor.communicate(timeout=30)
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    with database.read_scope() as session:
+        job = session.get_one(TrainingJob, job_id)
+        assert job.status == "interrupted" and "Run it again" in (job.error or "")
+        assert session.scalar(select(func.count()).select_from(Tokenizer)) == 0
