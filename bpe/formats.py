@@ -9,6 +9,17 @@ Documented top-level keys (a public contract: keys may be added, never renamed):
 - `alphabet`: words mode's characters in id order, otherwise null.
 - `training`: how it was trained (trainer, vocab_size, min_frequency, initial_tokens,
   merge_counts, tokens_after, seconds), or null.
+
+Imported tokenisers (tiktoken or HF files, see `bpe.importers`) add these keys, and only they
+have them; their ids are the file's own, so the id rules above do not apply to them:
+- `rule`: "tiktoken" or "hf", how encoding works;
+- `tokens`: every ordinary token as [id, hex of its bytes], ids ascending (holes allowed);
+- `merges`: [left_id, right_id, new_id] for display (HF: the file's, in rank order; tiktoken:
+  derived); each new id's bytes are its parts' bytes joined;
+- `special_tokens`: {token: id} with the file's ids;
+- `pre_tokenizer`: HF only, {"splits": [{"pattern", "keep": "matches"|"all"|"gaps"}],
+  "add_prefix_space", "use_regex"}; `ignore_merges`: HF's flag;
+- `source`: {"format": "tiktoken"|"hf", "filename", "sha256", "name"}.
 """
 
 from __future__ import annotations
@@ -19,8 +30,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
+from bpe.model import (
+    END_OF_WORD,
+    MODES,
+    UNKNOWN,
+    ImportSource,
+    Tokenizer,
+    TrainingStats,
+)
 from bpe.patterns import compile_pattern
+from bpe.pretokenize import KEEPS, PreTokenizer, SplitStep
 
 FORMAT_NAME = "bpe-workbench.tokenizer"
 FORMAT_VERSION = 1
@@ -43,7 +62,7 @@ def to_dict(tok: Tokenizer) -> dict[str, Any]:
             "tokens_after": list(t.tokens_after),
             "seconds": t.seconds,
         }
-    return {
+    data: dict[str, Any] = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "mode": tok.mode,
@@ -52,6 +71,27 @@ def to_dict(tok: Tokenizer) -> dict[str, Any]:
         "special_tokens": dict(tok.special_tokens),
         "alphabet": list(tok.alphabet) if tok.alphabet is not None else None,
         "training": training,
+    }
+    if tok.tokens is not None:
+        data.update(_imported_keys(tok))
+    return data
+
+
+def _imported_keys(tok: Tokenizer) -> dict[str, Any]:
+    source = tok.source
+    return {
+        "rule": tok.rule,
+        "tokens": [[i, data.hex()] for i, data in sorted((tok.tokens or {}).items())],
+        "pre_tokenizer": tok.pre_tokenizer.to_dict() if tok.pre_tokenizer is not None else None,
+        "ignore_merges": tok.ignore_merges,
+        "source": None
+        if source is None
+        else {
+            "format": source.format,
+            "filename": source.filename,
+            "sha256": source.sha256,
+            "name": source.name,
+        },
     }
 
 
@@ -76,15 +116,21 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
 
 
 def loads(raw: str | bytes, *, source: str = "the tokeniser file") -> Tokenizer:
+    return from_dict(parse_json(raw, source=source), source=source)
+
+
+def parse_json(raw: str | bytes, *, source: str) -> Any:
+    """JSON text -> data, every failure a TokenizerFileError that names the source."""
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
     except UnicodeDecodeError:
         raise TokenizerFileError(f"{source} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise TokenizerFileError(
             f"{source} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
-    return from_dict(data, source=source)
+    except RecursionError:
+        raise TokenizerFileError(f"{source} is nested too deeply") from None
 
 
 def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
@@ -104,6 +150,8 @@ def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
     mode = data.get("mode")
     if mode not in MODES:
         raise fail(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if "rule" in data or "tokens" in data:
+        return _imported_from_dict(data, mode, fail)
 
     pattern = data.get("pattern")
     if mode == "chunked":
@@ -209,3 +257,138 @@ def _check_training(raw: Any, merge_count: int, fail: _Fail) -> TrainingStats | 
     if len(stats.merge_counts) != merge_count or len(stats.tokens_after) != merge_count:
         raise fail("training.merge_counts and training.tokens_after need one entry per merge")
     return stats
+
+
+# ----- imported tokenisers -------------------------------------------------------------------
+def _imported_from_dict(data: dict[str, Any], mode: str, fail) -> Tokenizer:
+    rule = data.get("rule")
+    if rule not in ("tiktoken", "hf"):
+        raise fail(f'an imported tokeniser\'s rule must be "tiktoken" or "hf", not {rule!r}')
+    if mode == "words":
+        raise fail("imported tokenisers are byte-level: mode must be naive or chunked")
+    pattern = data.get("pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str):
+            raise fail("pattern must be a string or null")
+        try:
+            compile_pattern(pattern)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    elif mode == "chunked" and rule == "tiktoken":
+        raise fail("a chunked tiktoken import needs its split pattern")
+    tokens = _check_tokens(data.get("tokens"), fail)
+    specials = _check_imported_specials(data.get("special_tokens"), tokens, fail)
+    merges = _check_imported_merges(data.get("merges"), tokens, fail)
+    return Tokenizer(
+        mode=mode,
+        merges=merges,
+        special_tokens=specials,
+        pattern=pattern,
+        training=_check_training(data.get("training"), len(merges), fail),
+        rule=rule,
+        tokens=tokens,
+        pre_tokenizer=_check_pre_tokenizer(data.get("pre_tokenizer"), fail),
+        ignore_merges=bool(data.get("ignore_merges", False)),
+        source=_check_source(data.get("source"), fail),
+    )
+
+
+def _check_tokens(raw: Any, fail) -> dict[int, bytes]:
+    if not isinstance(raw, list):
+        raise fail("tokens must be a list of [id, hex bytes]")
+    tokens: dict[int, bytes] = {}
+    for k, entry in enumerate(raw):
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and _is_int(entry[0])
+            and entry[0] >= 0
+            and isinstance(entry[1], str)
+        ):
+            raise fail(f"token entry {k} is not [id, hex bytes]: {entry!r:.80}")
+        try:
+            data = bytes.fromhex(entry[1])
+        except ValueError:
+            raise fail(f"token {entry[0]} has bytes that are not hex: {entry[1]!r:.80}") from None
+        if not data:
+            raise fail(f"token {entry[0]} is empty")
+        if entry[0] in tokens:
+            raise fail(f"token id {entry[0]} appears twice")
+        tokens[entry[0]] = data
+    present = set(tokens.values())
+    if len(present) != len(tokens):
+        raise fail("two token ids have the same bytes")
+    missing = [b for b in range(256) if bytes([b]) not in present]
+    if missing:
+        raise fail(f"{len(missing)} single bytes have no token (e.g. 0x{missing[0]:02x})")
+    return tokens
+
+
+def _check_imported_specials(raw: Any, tokens: dict[int, bytes], fail) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        raise fail("special_tokens must be an object {token: id}")
+    specials: dict[str, int] = {}
+    for token, token_id in raw.items():
+        if not token or not _is_int(token_id) or token_id < 0:
+            raise fail(f"special token {token!r} needs a non-empty name and an id >= 0")
+        if token_id in tokens and tokens[token_id] != token.encode("utf-8"):
+            raise fail(f"special token {token!r} has id {token_id}, which is another token's")
+        specials[token] = token_id
+    if len(set(specials.values())) != len(specials):
+        raise fail("two special tokens have the same id")
+    return specials
+
+
+def _check_imported_merges(raw: Any, tokens: dict[int, bytes], fail) -> list[tuple[int, int, int]]:
+    if not isinstance(raw, list):
+        raise fail("merges must be a list of [left_id, right_id, new_id]")
+    merges: list[tuple[int, int, int]] = []
+    for k, entry in enumerate(raw):
+        if not (isinstance(entry, list) and len(entry) == 3 and all(map(_is_int, entry))):
+            raise fail(f"merge {k} is not [left_id, right_id, new_id] integers: {entry!r:.80}")
+        left, right, new = entry
+        if not all(i in tokens for i in entry):
+            raise fail(f"merge {k} uses an id that is not a token: {entry!r}")
+        if tokens[left] + tokens[right] != tokens[new]:
+            raise fail(f"merge {k}: the bytes of {left} and {right} do not make token {new}")
+        merges.append((left, right, new))
+    return merges
+
+
+def _check_pre_tokenizer(raw: Any, fail) -> PreTokenizer | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("splits", []), list):
+        raise fail("pre_tokenizer must be an object with a list of splits, or null")
+    steps = []
+    for step in raw.get("splits", []):
+        if not (
+            isinstance(step, dict)
+            and isinstance(step.get("pattern"), str)
+            and step.get("keep") in KEEPS
+        ):
+            raise fail(f"a pre_tokenizer split needs a pattern and keep in {KEEPS}: {step!r:.80}")
+        try:
+            compile_pattern(step["pattern"])
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        steps.append(SplitStep(step["pattern"], step["keep"]))
+    return PreTokenizer(
+        splits=tuple(steps),
+        add_prefix_space=bool(raw.get("add_prefix_space", False)),
+        use_regex=bool(raw.get("use_regex", False)),
+    )
+
+
+def _check_source(raw: Any, fail) -> ImportSource | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("format") not in ("tiktoken", "hf"):
+        raise fail('source must be null or an object with "format": "tiktoken" or "hf"')
+    name = raw.get("name")
+    return ImportSource(
+        format=raw["format"],
+        filename=str(raw.get("filename") or ""),
+        sha256=str(raw.get("sha256") or ""),
+        name=None if name is None else str(name),
+    )

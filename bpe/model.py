@@ -8,25 +8,40 @@ Ids, by mode:
   of the order words were seen in.
 - Special tokens take the ids right after the last merge, in the order given, so they are always
   the last ids of the vocabulary.
+
+Imported tokenisers (`bpe.importers`: tiktoken rank files, HF `tokenizer.json`) keep the file's
+own ids instead: `tokens` holds every ordinary token's bytes by id (single bytes anywhere, holes
+allowed), special tokens keep their ids, and `rule` says how encoding works: `"tiktoken"` (the
+rank of the joined bytes, `bpe.rank_rule`) or `"hf"` (the file's merge order, `bpe.hf_rule`).
+Their `merges` are for display: the file's own (HF) or derived from the ranks (tiktoken). Code
+that needs "is this id a merge, which rank" asks `merge_rank(id)`, never `id - base_size`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+import regex
+
+from bpe import hf_rule, rank_rule
 from bpe.encoder import encode_ids
-from bpe.patterns import split_chunks
+from bpe.patterns import compile_pattern, split_chunks
+from bpe.pretokenize import PreTokenizer
 
 MODES = ("naive", "chunked", "words")
 Mode = Literal["naive", "chunked", "words"]
+RULES = ("merges", "tiktoken", "hf")
+# merges: seed 002 (our own); tiktoken: lowest rank of the joined bytes; hf: the file's merge order
+EncodeRule = Literal["merges", "tiktoken", "hf"]
 END_OF_WORD = "</w>"
 UNKNOWN = "<unk>"
 # Chunks are cached as encoded; past this many distinct chunks the cache starts over, which
 # bounds memory on adversarial input while keeping the hit rate high on natural text.
 _CHUNK_CACHE_LIMIT = 200_000
+_WORD = regex.compile(r"[^\s\x1c-\x1f\x85]+")  # what str.split() calls a word, found lazily
 
 
 @dataclass
@@ -42,6 +57,16 @@ class TrainingStats:
     seconds: float | None = None
 
 
+@dataclass(frozen=True)
+class ImportSource:
+    """Where an imported tokeniser came from."""
+
+    format: Literal["tiktoken", "hf"]
+    filename: str  # the file's name as given, for display
+    sha256: str  # of the file's bytes (the rank file, for tiktoken)
+    name: str | None = None  # the encoding's own name, when the file says (e.g. cl100k_base)
+
+
 @dataclass(eq=False)
 class Tokenizer:
     mode: Mode
@@ -50,14 +75,27 @@ class Tokenizer:
     pattern: str | None = None  # the split regex, chunked mode only
     alphabet: list[str] | None = None  # words mode only: id -> character
     training: TrainingStats | None = None
+    # ----- imported tokenisers only (defaults: trained here) -----
+    rule: EncodeRule = "merges"
+    tokens: dict[int, bytes] | None = None  # id -> bytes of every ordinary (non-special) token
+    pre_tokenizer: PreTokenizer | None = None  # HF imports: how text is cut before merging
+    ignore_merges: bool = False  # HF: a piece that is a token is that token, merges skipped
+    source: ImportSource | None = None
 
     def __post_init__(self) -> None:
         self._chunk_cache: dict[str, list[int]] = {}
 
     # ----- sizes and ids -------------------------------------------------------------------
     @property
+    def imported(self) -> bool:
+        return self.tokens is not None
+
+    @property
     def base_size(self) -> int:
-        """Ids below this are not merges: 256 bytes, or the alphabet plus `</w>`."""
+        """How many ordinary tokens are not made by a merge: 256 bytes, or the alphabet plus
+        `</w>`; for our own tokenisers these are exactly the ids below `base_size`."""
+        if self.tokens is not None:
+            return len(self.tokens) - len(self._merge_ranks)
         if self.mode == "words":
             return len(self.alphabet or []) + 1
         return 256
@@ -68,12 +106,67 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """How many ids exist (special tokens included)."""
+        if self.tokens is not None:
+            return len(self.vocab)
         return self.base_size + len(self.merges) + len(self.special_tokens)
 
     @cached_property
+    def id_limit(self) -> int:
+        """One more than the largest id (tiktoken's `n_vocab`); equals `vocab_size` unless the
+        ids have holes, as imported files may (cl100k_base has no id 100256)."""
+        return max(self.vocab, default=-1) + 1
+
+    def has_id(self, token_id: int) -> bool:
+        return token_id in self.vocab
+
+    @cached_property
+    def ordinary_ids(self) -> list[int]:
+        """Every id that is not only a special token, ascending: bytes, merges, other tokens."""
+        if self.tokens is not None:
+            return sorted(self.tokens)
+        return list(range(self.base_size + len(self.merges)))
+
+    @cached_property
     def ranks(self) -> dict[tuple[int, int], int]:
-        """(left_id, right_id) -> new_id; the new id is also the merge's rank."""
+        """(left_id, right_id) -> new_id; the new id is also the merge's rank (seed 002's rule,
+        so meaningful for our own tokenisers only)."""
         return {(left, right): new for left, right, new in self.merges}
+
+    @cached_property
+    def _merge_ranks(self) -> dict[int, int]:
+        """new_id -> the rank (0-based position in `merges`) of the first merge making it."""
+        found: dict[int, int] = {}
+        for rank, (_, _, new) in enumerate(self.merges):
+            found.setdefault(new, rank)
+        return found
+
+    def merge_rank(self, token_id: int) -> int | None:
+        """The rank of the merge that makes this id, None for base tokens and special tokens."""
+        if self.tokens is None:
+            rank = token_id - self.base_size
+            return rank if 0 <= rank < len(self.merges) else None
+        if token_id in self._id_to_special and token_id not in self.tokens:
+            return None
+        return self._merge_ranks.get(token_id)
+
+    @cached_property
+    def byte_ids(self) -> list[int]:
+        """byte value -> the id of that single byte (0..255 for our byte-level tokenisers)."""
+        if self.tokens is None:
+            return list(range(256))
+        by_bytes = self.mergeable_ranks
+        return [by_bytes[bytes([b])] for b in range(256)]
+
+    @cached_property
+    def mergeable_ranks(self) -> dict[bytes, int]:
+        """Ordinary token bytes -> id (imported tokenisers, where each byte string has one id)."""
+        return {data: token_id for token_id, data in sorted((self.tokens or {}).items())}
+
+    @cached_property
+    def _hf_merges(self) -> dict[tuple[int, int], tuple[int, int]]:
+        # Built like `tokenizers`' merge map: a pair listed twice keeps its later rank.
+        return {(left, right): (rank, new) for rank, (left, right, new) in enumerate(self.merges)}
 
     @cached_property
     def _id_to_special(self) -> dict[int, str]:
@@ -91,6 +184,11 @@ class Tokenizer:
         `ends_word(id)` to know whether a token closes a word.
         """
         table: dict[int, bytes] = {}
+        if self.tokens is not None:
+            table.update(self.tokens)
+            for text, i in self.special_tokens.items():
+                table[i] = text.encode("utf-8")
+            return table
         if self.mode == "words":
             for i, char in enumerate(self.alphabet or []):
                 table[i] = char.encode("utf-8")
@@ -122,9 +220,15 @@ class Tokenizer:
         try:
             return self.vocab[token_id]
         except KeyError:
-            raise ValueError(
-                f"token id {token_id} is not in this vocabulary (ids run 0..{self.vocab_size - 1})"
-            ) from None
+            raise ValueError(self._missing_id(token_id)) from None
+
+    def _missing_id(self, token_id: object) -> str:
+        if self.id_limit == self.vocab_size:
+            return f"token id {token_id} is not in this vocabulary (ids run 0..{self.id_limit - 1})"
+        return (
+            f"token id {token_id} is not in this vocabulary (ids run 0..{self.id_limit - 1},"
+            f" with {self.id_limit - self.vocab_size} unused ids in between)"
+        )
 
     def id_to_token(self, token_id: int) -> str:
         """A readable form of one token: specials as-is, `</w>` spelled out, bad UTF-8 replaced."""
@@ -141,7 +245,7 @@ class Tokenizer:
     @cached_property
     def _token_index(self) -> dict[str, int]:
         index: dict[str, int] = {}
-        for token_id in range(self.base_size + len(self.merges)):
+        for token_id in self.ordinary_ids:
             index.setdefault(self.id_to_token(token_id), token_id)
         return index
 
@@ -190,20 +294,77 @@ class Tokenizer:
         return allowed
 
     def _encode_ordinary(self, text: str) -> list[int]:
+        if self.rule != "merges":
+            out: list[int] = []
+            for piece in self.pieces(text):
+                out.extend(self._encode_imported_piece(piece))
+            return out
         if self.mode == "naive":
             return encode_ids(list(text.encode("utf-8")), self.ranks)
         if self.mode == "chunked":
-            out: list[int] = []
+            out = []
             for chunk in split_chunks(text, self.pattern or ""):
                 out.extend(self._encode_chunk(chunk))
             return out
         return self._encode_words(text)
 
+    def pieces(self, text: str) -> list[str]:
+        """The pieces encoding works on separately (no merge crosses one): the split pattern's
+        chunks, HF's pre-tokenized words, or the whole text in naive mode."""
+        if self.pre_tokenizer is not None:
+            return self.pre_tokenizer.pieces(text)
+        if self.mode == "chunked":
+            return split_chunks(text, self.pattern or "")
+        if self.mode == "words":
+            return text.split()
+        return [text] if text else []
+
+    def iter_pieces(self, text: str) -> Iterator[str]:
+        """`pieces`, lazily, for whole corpora (see `bpe.evaluate`)."""
+        if self.pre_tokenizer is not None:
+            return self.pre_tokenizer.iter_pieces(text)
+        if self.mode == "chunked":
+            compiled = compile_pattern(self.pattern or "")
+            return (m.group() for m in compiled.finditer(text) if m.end() > m.start())
+        if self.mode == "words":
+            return (m.group() for m in _WORD.finditer(text))
+        return iter([text] if text else [])
+
+    def encode_piece(self, piece: str) -> list[int]:
+        """The ids of one of `pieces(text)`; concatenated they are `encode(text)`."""
+        if self.rule != "merges":
+            return self._encode_imported_piece(piece)
+        if self.mode == "chunked":
+            return self._encode_chunk(piece)
+        return self._encode_ordinary(piece)
+
     def encode_chunks(self, text: str) -> list[list[int]]:
         """Chunked mode: the ids of each chunk separately (other modes: one list)."""
+        if self.rule != "merges":
+            if self.mode != "chunked":
+                return [self._encode_ordinary(text)]
+            return [list(self._encode_imported_piece(piece)) for piece in self.pieces(text)]
         if self.mode != "chunked":
             return [self._encode_ordinary(text)]
         return [list(self._encode_chunk(chunk)) for chunk in split_chunks(text, self.pattern or "")]
+
+    def _encode_imported_piece(self, piece: str) -> list[int]:
+        cached = self._chunk_cache.get(piece)
+        if cached is None:
+            data = piece.encode("utf-8")
+            if self.rule == "tiktoken":
+                cached = rank_rule.encode_piece(data, self.mergeable_ranks)
+            else:
+                whole = self.mergeable_ranks.get(data) if self.ignore_merges else None
+                if whole is not None:
+                    cached = [whole]
+                else:
+                    byte_ids = self.byte_ids
+                    cached = hf_rule.merge_word([byte_ids[b] for b in data], self._hf_merges)
+            if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
+                self._chunk_cache.clear()
+            self._chunk_cache[piece] = cached
+        return cached
 
     def _encode_chunk(self, chunk: str) -> list[int]:
         cached = self._chunk_cache.get(chunk)
@@ -239,10 +400,7 @@ class Tokenizer:
         try:
             return b"".join(vocab[i] for i in ids)
         except KeyError as exc:
-            raise ValueError(
-                f"token id {exc.args[0]} is not in this vocabulary "
-                f"(ids run 0..{self.vocab_size - 1})"
-            ) from None
+            raise ValueError(self._missing_id(exc.args[0])) from None
 
     def decode(self, ids: Iterable[int]) -> str:
         """Ids -> text; bytes that are not valid UTF-8 become U+FFFD.
