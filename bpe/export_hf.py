@@ -31,146 +31,42 @@ the earlier id there. `duplicate_tokens` lists the groups, `export_warnings` say
 (with a special token spelled like a learned byte-level token, the other thing HF cannot hold),
 and `strict=True` refuses instead.
 
-This module also holds what both byte-level exports share: the mode check and the canonical ids.
+What both byte-level exports share (the mode check, the canonical ids, the warnings) lives in
+`bpe.export_common`; the byte-level alphabet in `bpe.byte_level`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from bpe.byte_level import byte_level_string, bytes_to_unicode
+from bpe.export_common import (
+    ExportError,
+    canonical_ids,
+    canonical_merges,
+    check_exportable,
+    duplicate_tokens,
+    export_warnings,
+    special_token_clashes,
+)
 from bpe.model import Tokenizer
 
-ExportTarget = Literal["hf", "tiktoken"]
-_TARGET_NAMES = {"hf": "HuggingFace tokenizer.json", "tiktoken": "tiktoken"}
-
-
-class ExportError(ValueError):
-    """A tokeniser this export cannot represent; the message says why and what to do."""
-
-
-# ----- shared by both byte-level exports ---------------------------------------------------------
-def check_exportable(tok: Tokenizer, *, target: ExportTarget) -> None:
-    """Refuse modes the target cannot express: exports cover the byte-level modes only."""
-    if tok.mode not in ("naive", "chunked"):
-        raise ExportError(
-            f"cannot export a {tok.mode!r} tokeniser to {_TARGET_NAMES[target]}: exports cover "
-            "the byte-level modes only (naive, chunked); retrain with --mode chunked or naive"
-        )
-
-
-def duplicate_tokens(tok: Tokenizer) -> dict[bytes, list[int]]:
-    """Byte strings that more than one id stands for, with those ids in ascending order.
-
-    Special tokens are not counted: both exports keep them apart from the byte-level tokens.
-
-    >>> tok = Tokenizer(mode="naive", merges=[(97, 98, 256), (98, 99, 257), (256, 99, 258),
-    ...                                       (97, 257, 259)])
-    >>> duplicate_tokens(tok)
-    {b'abc': [258, 259]}
-    """
-    by_bytes: dict[bytes, list[int]] = {}  # bytes -> ids holding them
-    vocab = tok.vocab
-    for token_id in range(256 + len(tok.merges)):
-        by_bytes.setdefault(vocab[token_id], []).append(token_id)
-    return {b: ids for b, ids in by_bytes.items() if len(ids) > 1}
-
-
-def canonical_ids(tok: Tokenizer) -> dict[int, int]:
-    """id -> the first (lowest) id with the same bytes; only ids that differ are listed."""
-    return {later: ids[0] for ids in duplicate_tokens(tok).values() for later in ids[1:]}
-
-
-def canonical_merges(tok: Tokenizer) -> list[tuple[int, int, int]]:
-    """The merges rewritten over canonical ids, in learned order.
-
-    A merge whose rewritten pair repeats an earlier one is dropped (the earlier has the better
-    rank, and a pair can only have one rank); it made the same bytes, so nothing else refers to
-    an id the export does not have.
-    """
-    canon = canonical_ids(tok)
-    seen: set[tuple[int, int]] = set()
-    merges: list[tuple[int, int, int]] = []  # (left, right, new), canonical ids
-    for left, right, new in tok.merges:
-        pair = (canon.get(left, left), canon.get(right, right))
-        if pair not in seen:
-            seen.add(pair)
-            merges.append((pair[0], pair[1], canon.get(new, new)))
-    return merges
-
-
-def export_warnings(tok: Tokenizer, *, target: ExportTarget) -> list[str]:
-    """Plain-language lines on where the export will encode differently from us (none: [])."""
-    check_exportable(tok, target=target)
-    lines: list[str] = []
-    groups = duplicate_tokens(tok)
-    if groups:
-        later = sum(len(ids) - 1 for ids in groups.values())
-        example_bytes, example_ids = next(iter(groups.items()))
-        lines.append(
-            f"{later} token id(s) repeat the bytes of an earlier token (e.g. {example_ids} are all "
-            f"{example_bytes!r}); {_TARGET_NAMES[target]} keeps one id per byte string, so the "
-            "export uses the earliest and text we encode with a later one comes out differently"
-        )
-    if target == "hf":
-        clashes = special_token_clashes(tok)
-        if clashes:
-            lines.append(
-                f"special token(s) {sorted(clashes)} are spelled like ordinary tokens in HF's "
-                "byte-level alphabet, so HF gives them the ordinary token's id"
-            )
-    if target == "tiktoken":
-        from bpe.export_tiktoken import rank_rule_conflicts  # it imports this module
-
-        conflicts = rank_rule_conflicts(tok)
-        if conflicts:
-            lines.append(
-                f"{len(conflicts)} token(s) (e.g. id {conflicts[0]}) are cut differently by "
-                "tiktoken's rule, which joins by the rank of the joined bytes rather than by "
-                "learned pair, so text holding them can get other ids (see docs/exports.md)"
-            )
-    return lines
-
-
-# ----- the HF file ---------------------------------------------------------------------------
-@cache
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table used by HF's ByteLevel components.
-
-    Printable Latin-1 bytes stand for themselves; the other 68 (controls, space, 0x7f-0xa0,
-    0xad) take the characters from U+0100 on, in byte order.
-
-    >>> table = bytes_to_unicode()
-    >>> table[ord("a")], table[ord(" ")], table[ord("\\n")]
-    ('a', 'Ġ', 'Ċ')
-    """
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
-    table = {b: chr(b) for b in printable}
-    shifted = 0
-    for b in range(256):
-        if b not in table:
-            table[b] = chr(256 + shifted)
-            shifted += 1
-    return table
-
-
-def byte_level_string(data: bytes) -> str:
-    """How HF's byte-level vocabulary spells a byte string."""
-    table = bytes_to_unicode()
-    return "".join(table[b] for b in data)
-
-
-def special_token_clashes(tok: Tokenizer) -> set[str]:
-    """Special tokens whose text is also the byte-level spelling of an ordinary token.
-
-    HF looks an added token up in the model's vocabulary by its text, so such a token would get
-    the ordinary token's id (e.g. a naive tokeniser that learned the bytes `<|endoftext|>`).
-    """
-    spellings = {byte_level_string(tok.vocab[i]) for i in range(256 + len(tok.merges))}
-    return {text for text in tok.special_tokens if text in spellings}
+# Names kept importable from here, where they lived before bpe.export_common existed.
+__all__ = [
+    "ExportError",
+    "byte_level_string",
+    "bytes_to_unicode",
+    "canonical_ids",
+    "duplicate_tokens",
+    "export_warnings",
+    "special_token_clashes",
+    "to_hf_dict",
+    "to_hf_json",
+    "write_hf",
+]
 
 
 def to_hf_dict(tok: Tokenizer, *, strict: bool = False) -> dict[str, Any]:
@@ -185,7 +81,7 @@ def to_hf_dict(tok: Tokenizer, *, strict: bool = False) -> dict[str, Any]:
                 + ". Export without strict to accept the difference."
             )
     canon = canonical_ids(tok)
-    ordinary = range(256 + len(tok.merges))  # ids that are bytes or merges
+    ordinary = tok.ordinary_ids  # ids that are bytes or merges
     spell = {i: byte_level_string(tok.vocab[i]) for i in ordinary}  # id -> vocab string
     vocab = {spell[i]: i for i in ordinary if i not in canon}  # str -> id
     for text, token_id in tok.special_tokens.items():

@@ -18,7 +18,7 @@ Where tiktoken can differ from us, by design (docs/exports.md has the measured r
   a whole is returned as that token at once. We apply only learned pairs, lowest id first. With
   merges `(b, c)`, `(a, b)`, `(ab, c)`, we encode "abc" as `a|bc` while tiktoken finds `abc`.
 - Ids that repeat an earlier id's bytes cannot be ranks (one rank per byte string): the export
-  keeps the earliest, as the HF export does (`bpe.export_hf.canonical_ids`).
+  keeps the earliest, as the HF export does (`bpe.export_common.canonical_ids`).
 - Naive mode has no split pattern, so the export uses `[\\s\\S]+`, one piece per text between
   special tokens. tiktoken's merge loop is quadratic in a piece's length (tiktoken issue 195),
   so long naive texts encode slowly there.
@@ -32,9 +32,22 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bpe.encoder import encode_ids
-from bpe.export_hf import ExportError, canonical_ids, check_exportable
+from bpe import rank_rule
+from bpe.export_common import ExportError, check_exportable, distinct_ranks, rank_rule_conflicts
 from bpe.model import Tokenizer
+
+__all__ = [
+    "NAIVE_PATTERN",
+    "load_tiktoken",
+    "mergeable_ranks",
+    "rank_file_text",
+    "rank_rule_conflicts",
+    "rank_rule_encode",
+    "read_rank_file",
+    "tiktoken_pattern",
+    "to_tiktoken_encoding",
+    "write_tiktoken",
+]
 
 if TYPE_CHECKING:  # tiktoken is optional; only the Encoding builders import it
     import tiktoken
@@ -59,51 +72,20 @@ def mergeable_ranks(tok: Tokenizer) -> dict[bytes, int]:
     256
     """
     check_exportable(tok, target="tiktoken")
-    later = canonical_ids(tok)
-    vocab = tok.vocab
-    return {vocab[i]: i for i in range(256 + len(tok.merges)) if i not in later}
+    return distinct_ranks(tok)
 
 
 def rank_rule_encode(ranks: dict[bytes, int], piece: bytes, *, whole: bool = True) -> list[int]:
-    """tiktoken's rule for one piece, in Python: a piece that is a token is that token (unless
-    `whole=False`); otherwise keep joining the adjacent pair whose joined bytes rank lowest,
-    leftmost on ties, until no join is a token.
+    """tiktoken's rule for one piece (`bpe.rank_rule`): a piece that is a token is that token
+    (unless `whole=False`); otherwise keep joining the adjacent pair whose joined bytes rank
+    lowest, leftmost on ties, until no join is a token.
 
     >>> rank_rule_encode({b"a": 0, b"b": 1, b"c": 2, b"bc": 3, b"ab": 4, b"abc": 5}, b"abc")
     [5]
     """
-    if whole and piece in ranks:
-        return [ranks[piece]]
-    parts = [bytes([b]) for b in piece]
-    while len(parts) > 1:
-        best: tuple[int, int] | None = None  # (rank, position)
-        for i in range(len(parts) - 1):
-            rank = ranks.get(parts[i] + parts[i + 1])
-            if rank is not None and (best is None or rank < best[0]):
-                best = (rank, i)
-        if best is None:
-            break
-        i = best[1]
-        parts[i : i + 2] = [parts[i] + parts[i + 1]]
-    return [ranks[p] for p in parts]
-
-
-def rank_rule_conflicts(tok: Tokenizer) -> list[int]:
-    """Ids whose own bytes tiktoken's rule cuts differently from our merges: a cheap probe for
-    merge lists where tiktoken can diverge (none for the lists our trainers write).
-
-    >>> rank_rule_conflicts(Tokenizer(mode="naive", merges=[(98, 99, 256), (97, 98, 257),
-    ...                                                     (257, 99, 258)]))
-    [258]
-    """
-    ranks = mergeable_ranks(tok)
-    conflicts: list[int] = []
-    for token_id in range(256, 256 + len(tok.merges)):
-        data = tok.vocab[token_id]
-        ours = encode_ids(list(data), tok.ranks)
-        if ours != [token_id] or rank_rule_encode(ranks, data, whole=False) != ours:
-            conflicts.append(token_id)
-    return conflicts
+    if whole:
+        return rank_rule.encode_piece(piece, ranks)
+    return [ranks[part] for part in rank_rule.split_piece(piece, ranks)]
 
 
 def rank_file_text(tok: Tokenizer) -> str:
