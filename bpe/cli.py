@@ -1,4 +1,4 @@
-"""The `bpe` command line: train, encode, decode, export and inspect tokenisers.
+"""The `bpe` command line: train, encode, decode, export, import, evaluate and inspect tokenisers.
 
 Every failure a user can cause (a bad argument, an unreadable file, a corrupt tokeniser)
 ends with one line on stderr and a non-zero exit, never a traceback.
@@ -7,6 +7,7 @@ ends with one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -80,6 +81,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("hf", "tiktoken"), required=True)
     p.add_argument("-o", "--output", required=True, metavar="OUT")
     p.set_defaults(run=run_export)
+
+    p = commands.add_parser(
+        "import", help="read a tiktoken rank file or a HuggingFace tokenizer.json, keeping its ids"
+    )
+    p.add_argument(
+        "file", metavar="FILE", help="NAME.tiktoken (+ NAME.tiktoken.json) or tokenizer.json"
+    )
+    p.add_argument(
+        "--pattern",
+        help="tiktoken files: gpt2, cl100k, o200k or a regex (else the sidecar's pat_str)",
+    )
+    p.add_argument("--sidecar", metavar="JSON", help="tiktoken files: the pattern/specials JSON")
+    p.add_argument("-o", "--output", required=True, metavar="TOK.json")
+    p.set_defaults(run=run_import)
+
+    p = commands.add_parser("eval", help="compression figures of a tokeniser on text files")
+    p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
+    p.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files ('-' for stdin)")
+    p.add_argument("--json", action="store_true", help="print every figure as one JSON object")
+    p.add_argument(
+        "--show", type=int, default=20, metavar="N", help="never-used and longest tokens listed"
+    )
+    p.set_defaults(run=run_eval)
 
     p = commands.add_parser("info", help="mode, pattern, vocab size, special tokens, top merges")
     p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
@@ -225,5 +249,56 @@ def run_info(args: argparse.Namespace) -> int:
             f"  {rank:>5}  {tok.id_to_token(left)!r} + {tok.id_to_token(right)!r}"
             f" -> {new} {tok.id_to_token(new)!r}{count}"
         )
+    print("\n".join(lines))
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from bpe.importers import import_path
+
+    tok = import_path(args.file, sidecar=args.sidecar, pattern=args.pattern)
+    _write(args.output, lambda path: save(tok, path))
+    source = tok.source
+    name = source.name if source is not None and source.name else Path(args.file).name
+    print(
+        f"imported {name} ({tok.rule}): {tok.vocab_size} ids ({len(tok.ordinary_ids)} ordinary,"
+        f" {len(tok.special_tokens)} special), {len(tok.merges)} merges, ids 0..{tok.id_limit - 1}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from bpe.evaluate import evaluate
+
+    tok = _load(args.tokenizer)
+    texts = [read_text(name) for name in args.files]
+    result = evaluate(tok, texts)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        return 0
+
+    def shown(token_id: int) -> str:
+        return repr(tok.id_to_token(token_id))
+
+    def ratio(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    lines = [
+        f"text: {result.bytes} bytes, {result.characters} characters, {result.words} words",
+        f"tokens: {result.tokens}",
+        f"bytes per token: {ratio(result.bytes_per_token)}",
+        f"characters per token: {ratio(result.chars_per_token)}",
+        f"tokens per word: {ratio(result.tokens_per_word)}",
+        f"vocabulary used: {result.used} of {result.vocab_size} ({result.vocab_share:.1%})",
+        f"never used: {len(result.never_used)} tokens"
+        + (":" if result.never_used and args.show > 0 else ""),
+    ]
+    lines += [f"  {i:>7}  {shown(i)}" for i in result.never_used[: args.show]]
+    if len(result.never_used) > args.show > 0:
+        lines.append(f"  ... and {len(result.never_used) - args.show} more (--json lists all)")
+    lines.append("longest tokens used:")
+    lines += [f"  {i:>7}  {shown(i)}  x{count}" for i, count in result.longest[: args.show]]
+    lines.append(f"time: {result.seconds:.2f}s")
     print("\n".join(lines))
     return 0

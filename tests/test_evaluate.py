@@ -1,0 +1,121 @@
+"""Evaluation figures equal a direct computation on a small text, for every kind of tokeniser."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import bpe
+from bpe.evaluate import EvaluationCancelled, count_words, evaluate
+from bpe.export_hf import to_hf_json
+from bpe.export_tiktoken import rank_file_text
+from bpe.importers import import_bytes
+
+TEXT = "The cat sat on the mat.\nThe cat ate 12345 rats! Ünïcödé 東京 😀\t end\n" * 3
+OTHER = "A dog, a log, a frog; cats and rats and mats. 東京 again\n"
+
+
+def tokenisers() -> dict[str, bpe.Tokenizer]:
+    toks = {
+        mode: bpe.train(
+            TEXT, vocab_size=290, mode=mode, trainer="reference", special_tokens=["<s>"]
+        )
+        for mode in ("naive", "chunked", "words")
+    }
+    toks["hf"] = import_bytes(to_hf_json(toks["chunked"]).encode(), filename="tokenizer.json")
+    toks["tiktoken"] = import_bytes(
+        rank_file_text(toks["chunked"]).encode(), filename="r.tiktoken", pattern="gpt2"
+    )
+    return toks
+
+
+TOKENISERS = tokenisers()
+
+
+def direct(tok: bpe.Tokenizer, texts: list[str]) -> dict:
+    """The figures computed the plain way, from whole encodes."""
+    ids = [i for text in texts for i in tok.encode(text)]
+    joined = "".join(texts)
+    ordinary = [i for i in range(tok.id_limit) if tok.has_id(i) and i in set(tok.ordinary_ids)]
+    used = set(ids) & set(ordinary)  # words mode's <unk> is a special token: not counted
+    return {
+        "tokens": len(ids),
+        "bytes_per_token": len(joined.encode()) / len(ids),
+        "chars_per_token": len(joined) / len(ids),
+        "tokens_per_word": len(ids) / sum(len(t.split()) for t in texts),
+        "never_used": [i for i in ordinary if i not in used],
+        "used": len(used),
+        "vocab_share": len(used) / len(ordinary),
+        "longest_length": max(len(tok.token_bytes(i)) for i in used),
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(TOKENISERS))
+def test_figures_match_a_direct_computation(kind):
+    tok = TOKENISERS[kind]
+    texts = [TEXT, OTHER]
+    result = evaluate(tok, texts)
+    expected = direct(tok, texts)
+    assert result.tokens == expected["tokens"]
+    assert result.bytes_per_token == pytest.approx(expected["bytes_per_token"])
+    assert result.chars_per_token == pytest.approx(expected["chars_per_token"])
+    assert result.tokens_per_word == pytest.approx(expected["tokens_per_word"])
+    assert result.never_used == expected["never_used"]  # exact, in id order
+    assert result.used == expected["used"]
+    assert result.vocab_share == pytest.approx(expected["vocab_share"])
+    assert len(tok.token_bytes(result.longest[0][0])) == expected["longest_length"]
+    counts = [tok.encode(TEXT).count(i) + tok.encode(OTHER).count(i) for i, _ in result.longest]
+    assert [count for _, count in result.longest] == counts
+    assert result.seconds >= 0
+
+
+def test_never_used_lists_what_a_new_text_misses():
+    tok = TOKENISERS["chunked"]
+    result = evaluate(tok, ["cat"])
+    assert set(result.never_used) == set(tok.ordinary_ids) - set(tok.encode("cat"))
+    assert tok.special_tokens["<s>"] not in result.never_used  # specials are not counted
+
+
+def test_progress_and_stop():
+    tok = TOKENISERS["tiktoken"]
+    seen = []
+    evaluate(tok, [TEXT * 200], progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (len(TEXT) * 200, len(TEXT) * 200)
+    assert all(done <= total for done, total in seen)
+    with pytest.raises(EvaluationCancelled):
+        evaluate(tok, [TEXT * 200], should_stop=lambda: True)
+
+
+def test_count_words_equals_split():
+    text = "a  b\u3000c\x1cd\u0085e\n\nf " + "x" * 50 + " y"
+    for block in (1, 3, 7, 1 << 20):
+        assert count_words(text, block=block) == len(text.split())
+
+
+def test_cli_eval_prints_the_figures(tmp_path):
+    tok_path = tmp_path / "tok.json"
+    bpe.save(TOKENISERS["chunked"], tok_path)
+    doc = tmp_path / "doc.txt"
+    doc.write_text(OTHER, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "bpe", "eval", "-t", str(tok_path), str(doc), "--show", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    expected = evaluate(TOKENISERS["chunked"], [OTHER])
+    assert f"tokens: {expected.tokens}\n" in run.stdout
+    assert f"bytes per token: {expected.bytes_per_token:.3f}\n" in run.stdout
+    assert f"never used: {len(expected.never_used)} tokens:\n" in run.stdout
+    assert f"... and {len(expected.never_used) - 2} more" in run.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "bpe", "eval", "-t", str(tok_path), str(doc), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(as_json.stdout)["never_used"] == expected.never_used
