@@ -35,6 +35,7 @@ from bpe.model import (
     MODES,
     UNKNOWN,
     ImportSource,
+    Mode,
     Tokenizer,
     TrainingStats,
 )
@@ -260,7 +261,7 @@ def _check_training(raw: Any, merge_count: int, fail: _Fail) -> TrainingStats | 
 
 
 # ----- imported tokenisers -------------------------------------------------------------------
-def _imported_from_dict(data: dict[str, Any], mode: str, fail) -> Tokenizer:
+def _imported_from_dict(data: dict[str, Any], mode: Mode, fail: _Fail) -> Tokenizer:
     rule = data.get("rule")
     if rule not in ("tiktoken", "hf"):
         raise fail(f'an imported tokeniser\'s rule must be "tiktoken" or "hf", not {rule!r}')
@@ -293,7 +294,7 @@ def _imported_from_dict(data: dict[str, Any], mode: str, fail) -> Tokenizer:
     )
 
 
-def _check_tokens(raw: Any, fail) -> dict[int, bytes]:
+def _check_tokens(raw: Any, fail: _Fail) -> dict[int, bytes]:
     if not isinstance(raw, list):
         raise fail("tokens must be a list of [id, hex bytes]")
     tokens: dict[int, bytes] = {}
@@ -324,7 +325,7 @@ def _check_tokens(raw: Any, fail) -> dict[int, bytes]:
     return tokens
 
 
-def _check_imported_specials(raw: Any, tokens: dict[int, bytes], fail) -> dict[str, int]:
+def _check_imported_specials(raw: Any, tokens: dict[int, bytes], fail: _Fail) -> dict[str, int]:
     if not isinstance(raw, dict):
         raise fail("special_tokens must be an object {token: id}")
     specials: dict[str, int] = {}
@@ -339,7 +340,9 @@ def _check_imported_specials(raw: Any, tokens: dict[int, bytes], fail) -> dict[s
     return specials
 
 
-def _check_imported_merges(raw: Any, tokens: dict[int, bytes], fail) -> list[tuple[int, int, int]]:
+def _check_imported_merges(
+    raw: Any, tokens: dict[int, bytes], fail: _Fail
+) -> list[tuple[int, int, int]]:
     if not isinstance(raw, list):
         raise fail("merges must be a list of [left_id, right_id, new_id]")
     merges: list[tuple[int, int, int]] = []
@@ -355,7 +358,7 @@ def _check_imported_merges(raw: Any, tokens: dict[int, bytes], fail) -> list[tup
     return merges
 
 
-def _check_pre_tokenizer(raw: Any, fail) -> PreTokenizer | None:
+def _check_pre_tokenizer(raw: Any, fail: _Fail) -> PreTokenizer | None:
     if raw is None:
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("splits", []), list):
@@ -380,7 +383,7 @@ def _check_pre_tokenizer(raw: Any, fail) -> PreTokenizer | None:
     )
 
 
-def _check_source(raw: Any, fail) -> ImportSource | None:
+def _check_source(raw: Any, fail: _Fail) -> ImportSource | None:
     if raw is None:
         return None
     if not isinstance(raw, dict) or raw.get("format") not in ("tiktoken", "hf"):

@@ -278,8 +278,9 @@ def _merges(
         if len(pair) != 2 or not all(isinstance(p, str) for p in pair):
             raise TokenizerFileError(f"{filename}: merge {k} is not a pair: {entry!r:.60}")
         left, right = pair
-        ids = [vocab.get(left), vocab.get(right), vocab.get(left + right)]
-        if None in ids:
+        found = [vocab.get(left), vocab.get(right), vocab.get(left + right)]
+        ids = [i for i in found if i is not None]
+        if len(ids) < 3:
             raise TokenizerFileError(
                 f"{filename}: merge {k} ({left!r:.30}, {right!r:.30}) uses or makes a token that "
                 "is not in the vocabulary"

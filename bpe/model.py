@@ -266,6 +266,8 @@ class Tokenizer:
         >>> tok.encode("abaaab", merge_limit=1)
         [97, 98, 256, 97, 98]
         """
+        if merge_limit is not None and merge_limit < len(self.merges) and self.rule != "merges":
+            return self._encode_limited(text, max(merge_limit, 0), allowed_special)
         if merge_limit is not None and merge_limit < len(self.merges):
             from bpe.stepwise import encode_with_merges  # it builds on this module
 
@@ -282,6 +284,40 @@ class Tokenizer:
             else:
                 out.append(special_id)
         return out
+
+    def _encode_limited(
+        self, text: str, merge_limit: int, allowed_special: Literal["all"] | Iterable[str]
+    ) -> list[int]:
+        """Imported tokenisers with their first k merges only, by their own rule: tiktoken's
+        joins limited to tokens ranked below merge k's token (no whole-piece shortcut beyond
+        it), HF's merge list cut after k."""
+        limited = self._limited(merge_limit) if self.rule == "hf" else {}
+        allowed = self._allowed_specials(allowed_special)
+        out: list[int] = []
+        pieces = _split_on_specials(text, allowed) if allowed else [(text, None)]
+        for segment, special_id in pieces:
+            if special_id is not None:
+                out.append(special_id)
+                continue
+            for piece in self.pieces(segment):
+                data = piece.encode("utf-8")
+                if self.rule == "tiktoken":
+                    bound = self.merges[merge_limit][2]
+                    token = self.mergeable_ranks.get(data)
+                    if token is not None and token < bound:
+                        out.append(token)
+                    else:
+                        parts = rank_rule.split_piece(data, self.mergeable_ranks, max_rank=bound)
+                        out.extend(self.mergeable_ranks[part] for part in parts)
+                else:
+                    out.extend(hf_rule.merge_word([self.byte_ids[b] for b in data], limited))
+        return out
+
+    def _limited(self, merge_limit: int) -> dict[tuple[int, int], tuple[int, int]]:
+        return {
+            (left, right): (rank, new)
+            for rank, (left, right, new) in enumerate(self.merges[:merge_limit])
+        }
 
     def _allowed_specials(self, allowed_special: Literal["all"] | Iterable[str]) -> dict[str, int]:
         if allowed_special == "all":

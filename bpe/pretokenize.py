@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from bpe.patterns import compile_pattern
 
@@ -80,7 +80,7 @@ class PreTokenizer:
             pieces = _cut_all(SplitStep(BYTE_LEVEL_PATTERN, "all"), pieces)
         return iter(pieces)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "splits": [{"pattern": s.pattern, "keep": s.keep} for s in self.splits],
             "add_prefix_space": self.add_prefix_space,
