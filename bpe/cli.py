@@ -71,9 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=run_encode)
 
-    p = commands.add_parser("decode", help="print the text of ids")
+    p = commands.add_parser("decode", help="print the text of ids, then a newline")
     p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
     p.add_argument("ids", nargs="*", metavar="ID", help="ids; none or '-' reads them from stdin")
+    p.add_argument(
+        "-n",
+        "--no-newline",
+        action="store_true",
+        help="print exactly the decoded text, no final newline (for round trips)",
+    )
     p.set_defaults(run=run_decode)
 
     p = commands.add_parser("export", help="write a HuggingFace or tiktoken file")
@@ -112,21 +118,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_text(name: str) -> str:
-    """A UTF-8 input file, or stdin for '-'; a one-line error for anything unreadable."""
+def read_text(name: str, *, keep_bom: bool = False) -> str:
+    """A UTF-8 input file, or stdin for '-'; a one-line error for anything unreadable.
+
+    Training drops a leading byte-order mark (it is a file marker, not corpus text); encoding
+    keeps it (`keep_bom`), because a tokeniser must give back every character it was given.
+    """
     try:
         raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
     except OSError as exc:
         raise CommandError(f"cannot read {name}: {exc.strerror}") from None
     try:
-        return raw.decode("utf-8-sig")
+        return raw.decode("utf-8" if keep_bom else "utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CommandError(f"{name} is not UTF-8 (first bad byte at offset {exc.start})") from None
 
 
 def run_train(args: argparse.Namespace) -> int:
     text = "".join(read_text(name) for name in args.files)
-    reporter = _ProgressPrinter(enabled=not args.quiet)
+    reporter = _ProgressPrinter(enabled=not args.quiet, stream=sys.stderr)
     tok = train(
         text,
         vocab_size=args.vocab_size,
@@ -143,33 +153,48 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 class _ProgressPrinter:
-    """Prints training progress to stderr at most a few times a second."""
+    """Prints training progress on stderr.
 
-    def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr is not None
+    On a terminal one line is redrawn in place (`\r`) a few times a second. Redirected to a
+    file or a pipe, `\r` would pile every redraw into one endless log line, so it prints plain
+    lines instead, and fewer of them (the first merge, then every 2 s).
+    """
+
+    def __init__(self, *, enabled: bool, stream) -> None:
+        self.stream = stream
+        self.enabled = enabled and stream is not None
+        self.live = self.enabled and _isatty(stream)
+        self.interval = 0.25 if self.live else 2.0
         self.last = 0.0
 
     def __call__(self, p: Progress) -> None:
         now = time.monotonic()
-        if not self.enabled or now - self.last < 0.25:
+        if not self.enabled or now - self.last < self.interval or not p.merges_target:
             return
         self.last = now
-        print(
-            f"\rmerges {p.merges_done}/{p.merges_target}  count {p.count}  tokens {p.total_tokens}",
-            end="",
-            file=sys.stderr,
-            flush=True,
+        line = (
+            f"merges {p.merges_done:,}/{p.merges_target:,}  count {p.count or 0:,}"
+            f"  tokens {p.total_tokens:,}"
         )
+        if self.live:
+            print(f"\r{line}\033[K", end="", file=self.stream, flush=True)
+        else:
+            print(line, file=self.stream, flush=True)
 
     def finish(self, tok: Tokenizer) -> None:
         if not self.enabled:
             return
         stats = tok.training
-        seconds = f" in {stats.seconds:.2f}s" if stats and stats.seconds is not None else ""
-        print(
-            f"\rlearned {len(tok.merges)} merges{seconds}; vocab size {tok.vocab_size}",
-            file=sys.stderr,
-        )
+        seconds = f" in {stats.seconds:.2f} s" if stats and stats.seconds is not None else ""
+        line = f"learned {len(tok.merges):,} merges{seconds}; vocab size {tok.vocab_size:,}"
+        print(f"\r{line}\033[K" if self.live else line, file=self.stream)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _load(path: str) -> Tokenizer:
@@ -187,7 +212,7 @@ def run_encode(args: argparse.Namespace) -> int:
     tok = _load(args.tokenizer)
     allowed = "all" if args.allow_special else ()
     for name in args.files or ["-"]:
-        ids = tok.encode(read_text(name), allowed_special=allowed)
+        ids = tok.encode(read_text(name, keep_bom=True), allowed_special=allowed)
         sys.stdout.write(" ".join(map(str, ids)) + "\n")
     return 0
 
@@ -200,9 +225,12 @@ def run_decode(args: argparse.Namespace) -> int:
     except ValueError:
         bad = next(w for w in words if not w.lstrip("-").isdigit())
         raise CommandError(f"{bad!r} is not a token id (ids are whole numbers)") from None
-    sys.stdout.write(tok.decode(ids))
-    if sys.stdout.isatty():
-        sys.stdout.write("\n")
+    # A final newline, as line-oriented tools print (`-n` for the exact text, e.g. to a file).
+    text = tok.decode(ids) + ("" if args.no_newline else "\n")
+    # UTF-8 whatever the locale, so `bpe encode f | bpe decode -n` gives f back byte for byte.
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.buffer.flush()
     return 0
 
 
@@ -217,8 +245,16 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"bpe: warning: {line}", file=sys.stderr)
     if args.format == "hf":
         _write(args.output, lambda path: write_hf(tok, path))
+        print(f"bpe: wrote {args.output}", file=sys.stderr)
     else:
-        _write(args.output, lambda path: write_tiktoken(tok, path))
+        written: list[Path] = []
+        _write(args.output, lambda path: written.extend(write_tiktoken(tok, path)))
+        ranks, sidecar = written
+        print(
+            f"bpe: wrote {ranks} (the ranks) and {sidecar} (split pattern and special"
+            " tokens): tiktoken needs both",
+            file=sys.stderr,
+        )
     return 0
 
 

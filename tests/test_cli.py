@@ -58,9 +58,9 @@ def test_encode_decode_round_trip(tok_path, tmp_path):
     lines = encoded.stdout.splitlines()
     assert len(lines) == 2 and lines[0] == lines[1]
     decoded = bpe_cli("decode", "-t", str(tok_path), *lines[0].split())
-    assert decoded.stdout == "the rat sat"
+    assert decoded.stdout == "the rat sat\n"
     piped = bpe_cli("decode", "-t", str(tok_path), "-", stdin=lines[0])
-    assert piped.stdout == "the rat sat"
+    assert piped.stdout == "the rat sat\n"
     from_stdin = bpe_cli("encode", "-t", str(tok_path), stdin="the rat sat")
     assert from_stdin.stdout.strip() == lines[0]
 
@@ -180,3 +180,76 @@ def test_export_refuses_words_mode_with_one_line(tmp_path):
     assert result.returncode == 1
     assert "byte-level modes only" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_encode_keeps_a_leading_bom_and_decode_gives_the_file_back(tok_path, tmp_path):
+    # A byte-order mark is text to a tokeniser: encode must keep it, like HF and tiktoken do.
+    doc = tmp_path / "bom.txt"
+    original = "\ufeffthe cat\n"
+    doc.write_bytes(original.encode("utf-8"))
+    encoded = bpe_cli("encode", "-t", str(tok_path), str(doc))
+    assert encoded.returncode == 0, encoded.stderr
+    ids = encoded.stdout.split()
+    from bpe.formats import load
+
+    assert [int(i) for i in ids] == load(tok_path).encode(original)
+    decoded = subprocess.run(
+        [sys.executable, "-m", "bpe", "decode", "-n", "-t", str(tok_path), *ids],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert decoded.returncode == 0, decoded.stderr
+    assert decoded.stdout == doc.read_bytes()
+
+
+def test_decode_ends_with_a_newline_unless_asked_not_to(tok_path):
+    ids = bpe_cli("encode", "-t", str(tok_path), stdin="the rat").stdout.split()
+    assert bpe_cli("decode", "-t", str(tok_path), *ids).stdout == "the rat\n"
+    assert bpe_cli("decode", "-t", str(tok_path), "--no-newline", *ids).stdout == "the rat"
+
+
+def test_progress_is_plain_lines_when_stderr_is_not_a_terminal(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT * 50, encoding="utf-8")
+    args = ["train", str(corpus), "--vocab-size", "290", "-o", str(tmp_path / "t.json")]
+    result = bpe_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert "\r" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("merges ") and lines[-1].startswith("learned 16 merges")
+
+
+def test_progress_redraws_one_line_on_a_terminal(tmp_path):
+    import os
+    import pty
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(TEXT * 50, encoding="utf-8")
+    leader, follower = pty.openpty()
+    args = ["train", str(corpus), "--vocab-size", "290", "-o", str(tmp_path / "t.json")]
+    with subprocess.Popen(
+        [sys.executable, "-m", "bpe", *args], stderr=follower, stdout=subprocess.DEVNULL
+    ) as child:
+        os.close(follower)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert child.wait(timeout=120) == 0
+    os.close(leader)
+    assert b"\rmerges " in output and b"\rlearned 16 merges" in output
+
+
+def test_tiktoken_export_names_both_files_it_writes(tok_path, tmp_path):
+    out = tmp_path / "tok"
+    result = bpe_cli("export", "-t", str(tok_path), "--format", "tiktoken", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"{tmp_path / 'tok.tiktoken'} (the ranks)" in result.stderr
+    assert f"{tmp_path / 'tok.tiktoken.json'} (split pattern" in result.stderr
+    assert (tmp_path / "tok.tiktoken.json").exists()

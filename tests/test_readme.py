@@ -33,7 +33,8 @@ def test_command_line_examples_run(tmp_path):
         (tmp_path / name).write_text(CORPUS, encoding="utf-8")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     for line in code_block("## The `bpe` command line", "sh").splitlines():
-        command = line.split("  #")[0].strip()
+        command, _, comment = line.partition("  #")
+        command = command.strip()
         if not command:
             continue
         result = subprocess.run(
@@ -46,4 +47,8 @@ def test_command_line_examples_run(tmp_path):
             timeout=120,
         )
         assert result.returncode == 0, f"{command}: {result.stderr}"
+        # "# prints X" in the README is a promise about what the user sees.
+        promised = re.search(r"prints (.+)$", comment)
+        if promised:
+            assert result.stdout == promised.group(1) + "\n", command
     assert (tmp_path / "tokenizer.json").exists() and (tmp_path / "tok.tiktoken").exists()
