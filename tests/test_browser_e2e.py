@@ -31,13 +31,12 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def live_server(tmp_path_factory):
+def serve_app(tmp: Path):
+    """A served app on a temporary database, jobs in thread mode: yields (base url, app)."""
     from werkzeug.serving import make_server
 
     from webapp import create_app
 
-    tmp = tmp_path_factory.mktemp("e2e")
     app = create_app(
         {
             "TESTING": True,
@@ -51,10 +50,16 @@ def live_server(tmp_path_factory):
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
+    yield f"http://127.0.0.1:{server.server_port}", app
     server.shutdown()
     app.extensions["bpe_jobs"].stop()
     app.extensions["bpe_db"].dispose()
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory):
+    for url, _app in serve_app(tmp_path_factory.mktemp("e2e")):
+        yield url
 
 
 @pytest.fixture(scope="module")

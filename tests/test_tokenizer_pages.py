@@ -373,3 +373,17 @@ def test_htmx_refusals_come_back_as_fragments(app, client, tok_ref):
     assert response.status_code == 413 and "<html" not in response.get_data(as_text=True)
     full = client.get(f"/t/{tok_ref.slug}/vocab?q=zz&match=hex")
     assert full.status_code == 400 and "<html" in full.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("ws", ["0", "1"])
+def test_a_newline_token_is_marked_and_the_line_breaks_after_it(client, tok_ref, ws):
+    # A newline used to be a raw line break inside its token's box: an empty sliver at the
+    # start of the next line. Now it is a ↵ in the token, and the line breaks after the box.
+    text = "fox\n\ndog"
+    response = client.post(f"/t/{tok_ref.slug}/encode", data={"text": text, "ws": ws}, headers=HX)
+    html = response.get_data(as_text=True)
+    stream = html[html.index('<div class="tokens"') :]
+    assert "\n" not in stream.split("</div>")[0]  # no raw newline inside the token stream
+    assert stream.count('<span class="pc pc-newline">↵</span>') == 2
+    assert stream.count("<br>") == 2
+    assert re.search(r"↵</span>(↵</span>)?</span>(<br>){1,2}<wbr>", stream)

@@ -82,6 +82,7 @@ class TokenView:
     special: bool
     partial: bool  # the bytes are not valid UTF-8 on their own
     colour: int  # 0..PALETTE_SIZE-1
+    line_breaks: int = 0  # newlines in the token: encoded text breaks its line after it
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,9 @@ def needs_escape(char: str) -> bool:
     return unicodedata.category(char) in _ESCAPED_CATEGORIES or ord(char) in _INVISIBLE
 
 
-def text_pieces(text: str, *, whitespace: bool = False) -> list[Piece]:
-    """Valid text -> pieces, escaping what must never be raw.
+def text_pieces(text: str, *, whitespace: bool = False, newlines: bool = False) -> list[Piece]:
+    """Valid text -> pieces, escaping what must never be raw. `newlines` marks `\n` as `↵`
+    even when other whitespace is left raw (encoded text breaks its lines between tokens).
 
     >>> [(p.kind, p.text) for p in text_pieces("a\\u202eb c", whitespace=True)]
     [('text', 'a'), ('escape', 'U+202E'), ('text', 'b'), ('space', '·'), ('text', 'c')]
@@ -177,7 +179,7 @@ def text_pieces(text: str, *, whitespace: bool = False) -> list[Piece]:
             plain.clear()
 
     for char in text:
-        if whitespace and char in _VISIBLE_WHITESPACE:
+        if (whitespace and char in _VISIBLE_WHITESPACE) or (newlines and char == "\n"):
             kind, visible = _VISIBLE_WHITESPACE[char]
             flush()
             pieces.append(Piece(kind, visible))
@@ -202,7 +204,7 @@ def _give_leading_mark_a_base(pieces: list[Piece]) -> list[Piece]:
 
 
 def byte_pieces(
-    data: bytes, *, invalid: InvalidRule = "hex", whitespace: bool = False
+    data: bytes, *, invalid: InvalidRule = "hex", whitespace: bool = False, newlines: bool = False
 ) -> list[Piece]:
     """Token bytes -> pieces. Whole characters become text; bytes that are not part of a whole
     character become one hex piece per run (`hex`, and `group` for a lone token) or U+FFFD
@@ -227,12 +229,14 @@ def byte_pieces(
                 valid_start = start
         else:
             if valid_start is not None:
-                pieces.extend(text_pieces(data[valid_start:start].decode(), whitespace=whitespace))
+                text = data[valid_start:start].decode()
+                pieces.extend(text_pieces(text, whitespace=whitespace, newlines=newlines))
                 valid_start = None
             if invalid_start is None:
                 invalid_start = start
     if valid_start is not None:
-        pieces.extend(text_pieces(data[valid_start:].decode(), whitespace=whitespace))
+        text = data[valid_start:].decode()
+        pieces.extend(text_pieces(text, whitespace=whitespace, newlines=newlines))
     if invalid_start is not None:
         pieces.append(_invalid_piece(data[invalid_start:], invalid))
     return pieces
@@ -286,10 +290,14 @@ def token_views(
     invalid: InvalidRule = "group",
     whitespace: bool = False,
 ) -> list[TokenView]:
-    """A sequence of tokens, as in encoded text; `group` joins tokens that split a character."""
+    """A sequence of tokens, as in encoded text; `group` joins tokens that split a character.
+
+    Newlines are always marked `↵` here: a token never holds a line break, so it is one box
+    that never wraps, and the stream breaks the line after it (`line_breaks`) instead.
+    """
     groups = split_character_groups(infos) if invalid == "group" else [[i] for i in infos]
     return [
-        _view(group, invalid=invalid, whitespace=whitespace, colour=n % PALETTE_SIZE)
+        _view(group, invalid=invalid, whitespace=whitespace, colour=n % PALETTE_SIZE, newlines=True)
         for n, group in enumerate(groups)
     ]
 
@@ -318,10 +326,15 @@ def split_character_groups(infos: Sequence[TokenInfo]) -> list[list[TokenInfo]]:
 
 
 def _view(
-    group: Sequence[TokenInfo], *, invalid: InvalidRule, whitespace: bool, colour: int
+    group: Sequence[TokenInfo],
+    *,
+    invalid: InvalidRule,
+    whitespace: bool,
+    colour: int,
+    newlines: bool = False,
 ) -> TokenView:
     data = b"".join(info.data for info in group)
-    pieces = byte_pieces(data, invalid=invalid, whitespace=whitespace)
+    pieces = byte_pieces(data, invalid=invalid, whitespace=whitespace, newlines=newlines)
     if group[-1].ends_word:
         pieces.append(Piece("eow", "</w>", "end of word"))
     if len(group) == 1:
@@ -340,6 +353,7 @@ def _view(
         special=any(info.special for info in group),
         partial=not is_valid_utf8(data),
         colour=colour % PALETTE_SIZE,
+        line_breaks=data.count(b"\n") if newlines else 0,
     )
 
 
