@@ -27,7 +27,7 @@ def test_environment_overrides_defaults(monkeypatch, app_config):
     app_config.pop("DATABASE_URL")
     app = create_app(app_config)
     try:
-        assert app.config["MAX_UPLOAD_BYTES"] == 5 * 1024 * 1024
+        assert app.config["MAX_UPLOAD_BYTES"] == 5 * 1000 * 1000
         assert (app.config["JOBS_MAX_QUEUED"], app.config["JOBS_MAX_RUNNING"]) == (3, 2)
         assert app.extensions["bpe_db"].url == url
     finally:
@@ -88,9 +88,9 @@ def test_corpus_page_shows_stats_preview_form_jobs_and_tokenizers(client, make_t
     made = make_tokenizer()
     page = client.get(f"/c/{made.corpus_slug}").get_data(as_text=True)
     for words in (
-        "Bytes",
-        "Characters",
-        "Lines",
+        "<dt>size</dt>",
+        "<dt>characters</dt>",
+        "<dt>lines</dt>",
         "Preview",
         "quick brown fox",
         "Train a tokeniser",
@@ -159,3 +159,23 @@ def test_api_errors_are_json(client):
     response = client.get("/api/corpora")
     assert response.status_code == 405
     assert response.is_json
+
+
+def test_sizes_are_decimal_units_everywhere():
+    import doctest
+
+    from webapp import errors
+
+    assert doctest.testmod(errors).failed == 0
+    assert (
+        errors.human_bytes(150_000_000) == "150 MB"
+    )  # not "143.1 MB", binary under a decimal name
+    assert errors.human_bytes(50_000) == "50 kB"
+
+
+def test_the_favicon_is_our_own_file(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200
+    assert response.mimetype == "image/vnd.microsoft.icon"
+    assert response.data[:4] == b"\0\0\1\0"  # an ICO header
+    assert 'rel="icon"' in client.get("/").get_data(as_text=True)

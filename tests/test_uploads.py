@@ -105,7 +105,7 @@ def test_body_far_over_the_limit_is_refused_before_reading(app_config):
 
 
 def test_default_limit_is_200_mb(app):
-    assert app.config["MAX_UPLOAD_BYTES"] == 200 * 1024 * 1024
+    assert app.config["MAX_UPLOAD_BYTES"] == 200 * 1000 * 1000
     assert "200 MB" in app.test_client().get("/").get_data(as_text=True)
 
 
@@ -349,3 +349,18 @@ def test_preview_shows_bidi_overrides_in_the_text_as_escapes(app, client):
     page = client.get(f"/c/{slug_of(response)}").get_data(as_text=True)
     assert "\u202e" not in page and "\u202c" not in page
     assert "U+202E" in page and "line two" in page
+
+
+def test_an_htmx_upload_is_sent_on_or_gets_its_form_back(app, client):
+    # htmx sends the form when JavaScript runs (for the progress bar): a new corpus answers
+    # with HX-Redirect, a refusal with the form itself and its message, never a whole page.
+    hx = {"HX-Request": "true"}
+    form = {"name": "", "file": (io.BytesIO(b"hello htmx"), "c.txt")}
+    ok = client.post("/corpora", data=form, content_type="multipart/form-data", headers=hx)
+    assert ok.status_code == 204 and ok.headers["HX-Redirect"].startswith("/c/")
+    bad = {"name": "kept", "file": (io.BytesIO(b"bad \xff"), "c.txt")}
+    refused = client.post("/corpora", data=bad, content_type="multipart/form-data", headers=hx)
+    html = refused.get_data(as_text=True)
+    assert refused.status_code == 422 and "<html" not in html
+    assert html.lstrip().startswith('<form class="upload-form"') and "offset 4" in html
+    assert 'value="kept"' in html

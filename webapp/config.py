@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-MB = 1024 * 1024
+MB = 1000 * 1000  # decimal, as every size the pages show (webapp.errors.human_bytes)
 
 # env var -> (config key, parser, what it means)
 ENV_VARS: dict[str, tuple[str, Any, str]] = {

@@ -29,14 +29,20 @@ class UserError(Exception):
 
 
 def human_bytes(n: int) -> str:
-    """1536 -> '1.5 KB'; exact byte counts below 1 KB; MB uses 1024*1024."""
-    if n < 1024:
+    """Sizes in decimal (SI) units everywhere, as disks and networks count them: 1 kB is
+    1,000 bytes and 1 MB 1,000,000, so "50 kB" and "50,000 bytes" name the same limit. Under
+    10 kB the exact count.
+
+    >>> human_bytes(1000), human_bytes(48_800), human_bytes(150_000_000)
+    ('1,000 bytes', '48.8 kB', '150 MB')
+    """
+    if n < 10_000:
         return f"{n:,} bytes"
-    for unit, size in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+    for unit, size in (("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)):
         if n >= size:
-            value = n / size
+            value = round(n / size, 1)
             return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
-    return f"{n} bytes"
+    return f"{n:,} bytes"
 
 
 def wants_json() -> bool:

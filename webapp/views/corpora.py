@@ -87,8 +87,15 @@ def upload():
         corpus, _created = _ingest(stream, name=request.form.get("name"), filename=filename)
     except UserError as exc:
         form = {"name": request.form.get("name", "")}
+        if request.headers.get("HX-Request"):
+            # htmx sent the form (with upload progress): answer with the form and its message.
+            html = render_template("_upload_form.html", form=form, upload_error=exc.message)
+            return html, exc.status
         return render_home(error=exc.message, status=exc.status, form=form)
-    return redirect(url_for("corpora.show", slug=corpus.slug), code=303)
+    target = url_for("corpora.show", slug=corpus.slug)
+    if request.headers.get("HX-Request"):
+        return "", 204, {"HX-Redirect": target}
+    return redirect(target, code=303)
 
 
 @bp.post("/api/corpora")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint
+from flask import Blueprint, current_app, send_from_directory
 
 from webapp.pages import render_home
 
@@ -12,3 +12,14 @@ bp = Blueprint("home", __name__)
 @bp.get("/")
 def index():
     return render_home()
+
+
+@bp.get("/favicon.ico")
+def favicon():
+    """Browsers ask for /favicon.ico whatever the page links; answer with our own icon."""
+    return send_from_directory(
+        current_app.static_folder or "static",
+        "favicon.ico",
+        mimetype="image/vnd.microsoft.icon",
+        max_age=86400,
+    )

@@ -110,3 +110,59 @@ def trained_ids(url: str, slug: str) -> list[int]:
     )
     with urllib.request.urlopen(request, timeout=30) as answer:
         return json.load(answer)["ids"]
+
+
+# Records every text the upload form's status line shows, across the navigation that follows.
+RECORD_UPLOAD_STATUS = """
+new MutationObserver(() => {
+  const sent = document.querySelector('.upload-sent');
+  const bar = document.querySelector('.upload-progress');
+  if (!sent || !sent.textContent) return;
+  const seen = JSON.parse(sessionStorage.getItem('upload-status') || '[]');
+  seen.push([sent.textContent, bar ? bar.value : null, bar ? bar.max : null]);
+  sessionStorage.setItem('upload-status', JSON.stringify(seen));
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_upload_shows_bytes_sent_on_a_bar(browser, site):  # noqa: F811
+    from playwright.sync_api import expect
+
+    url, _app = site
+    context = browser.new_context()
+    context.add_init_script(RECORD_UPLOAD_STATUS)
+    page = context.new_page()
+    page.goto(url + "/")
+    body = ("upload progress " * 4000 + "\n").encode() * 40  # 2.6 MB
+    page.fill("#upload-name", "Progress corpus")
+    page.set_input_files(
+        "#upload-file", files=[{"name": "big.txt", "mimeType": "text/plain", "buffer": body}]
+    )
+    page.click("form.upload-form button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Progress corpus", timeout=60_000)
+    seen = page.evaluate("JSON.parse(sessionStorage.getItem('upload-status') || '[]')")
+    texts = [text for text, _, _ in seen]
+    assert any(text.startswith("2.6 MB sent") for text in texts), texts
+    # The bar's maximum is the whole multipart body: the file and a few hundred bytes of form.
+    assert any(v == m and len(body) <= m < len(body) + 2000 for _, v, m in seen), seen
+    context.close()
+
+
+def test_upload_without_javascript_still_posts_the_form(browser, site):  # noqa: F811
+    from playwright.sync_api import expect
+
+    url, _app = site
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(url + "/")
+    page.fill("#upload-name", "Plain corpus")
+    page.set_input_files(
+        "#upload-file",
+        files=[{"name": "plain.txt", "mimeType": "text/plain", "buffer": b"plain text\n" * 50}],
+    )
+    page.click("form.upload-form button[type=submit]")
+    expect(page.locator("h1")).to_have_text("Plain corpus")
+    page.goto(url + "/")
+    page.click("form.upload-form button[type=submit]")  # nothing chosen: the message, in place
+    expect(page.locator(".error")).to_contain_text("Choose a file")
+    context.close()
