@@ -17,6 +17,7 @@ CATEGORIES = (
     "whitespace",
     "punctuation",
     "leading-space",
+    "control",
     "mixed",
     "partial-utf8",
     "special",
@@ -28,10 +29,13 @@ def token_category(token: bytes, *, special: bool = False) -> str:
 
     special; partial-utf8 (not valid UTF-8 on its own); whitespace (all whitespace);
     leading-space (one space, then letters only); letters; digits; punctuation (all
-    punctuation or symbols); mixed (anything else, e.g. `a1` or `x.`).
+    punctuation or symbols); control (all control characters, e.g. the bytes 0x00-0x08);
+    mixed (anything else, e.g. `a1` or `x.`).
 
     >>> token_category(b" the"), token_category(b"\\xe4\\xb8"), token_category(b"42")
     ('leading-space', 'partial-utf8', 'digits')
+    >>> token_category(b"\\x00"), token_category(b"\\x7f\\x1b"), token_category(b"\\x80")
+    ('control', 'control', 'partial-utf8')
     """
     if special:
         return "special"
@@ -51,6 +55,8 @@ def token_category(token: bytes, *, special: bool = False) -> str:
         return "digits"
     if all(unicodedata.category(c)[0] in "PS" for c in text):
         return "punctuation"
+    if all(unicodedata.category(c) == "Cc" for c in text):
+        return "control"
     return "mixed"
 
 

@@ -223,33 +223,33 @@ def test_a_page_past_the_end_is_empty_not_an_error(client, tok_ref):
 
 # ----- vocabulary ---------------------------------------------------------------------------------
 def test_vocab_page_and_fragment(client, tok_ref):
-    response, html = page(client, f"/t/{tok_ref.slug}/vocab")
+    response, html = page(client, f"/t/{tok_ref.slug}/vocab?kind=all")
     assert response.status_code == 200 and "<html" in html
     assert "U+0000" in html  # byte 0 is a visible escape
     assert "page 1 of 7" in html and "320 matches" in html
-    response, fragment = page(client, f"/t/{tok_ref.slug}/vocab?page=7", headers=HX)
+    response, fragment = page(client, f"/t/{tok_ref.slug}/vocab?kind=all&page=7", headers=HX)
     assert response.status_code == 200 and "<html" not in fragment
     assert "&lt;|end|&gt;" in fragment and "special" in fragment
 
 
 def test_vocab_search_filters_and_sorts(client, tok_ref):
     tok = tok_ref.tok
-    url = f"/t/{tok_ref.slug}/vocab"
-    _, html = page(client, url + "?q=he", headers=HX)
+    url = f"/t/{tok_ref.slug}/vocab?kind=all&"
+    _, html = page(client, url + "q=he", headers=HX)
     expected = sum(1 for i in range(tok.vocab_size) if b"he" in tok.token_bytes(i))
     assert f"{expected} matches" in html
-    _, by_hex = page(client, url + "?q=0x6865&match=hex", headers=HX)
+    _, by_hex = page(client, url + "q=0x6865&match=hex", headers=HX)
     assert f"{expected} matches" in by_hex
-    _, digits = page(client, url + "?category=digits", headers=HX)
+    _, digits = page(client, url + "category=digits", headers=HX)
     assert "<td>letters</td>" not in digits and "<td>digits</td>" in digits
-    _, long = page(client, url + "?min_len=4&max_len=4", headers=HX)
+    _, long = page(client, url + "min_len=4&max_len=4", headers=HX)
     four = sum(1 for i in range(tok.vocab_size) if len(tok.token_bytes(i)) == 4)
     assert f"{four} match" in long
-    _, by_count = page(client, url + "?sort=-count&per_page=25", headers=HX)
+    _, by_count = page(client, url + "sort=-count&per_page=25", headers=HX)
     top = max(range(len(tok.merges)), key=lambda r: (tok.training.merge_counts[r], -r))
     first_row = by_count.split("<tbody>")[1].split("</tr>")[0]
     assert f'/token/{tok.base_size + top}"' in first_row
-    _, longest = page(client, url + "?sort=-length", headers=HX)
+    _, longest = page(client, url + "sort=-length", headers=HX)
     longest_len = max(len(tok.token_bytes(i)) for i in range(tok.vocab_size))
     assert f'<td class="num">{longest_len}</td>' in longest.split("</tr>")[1]
 
@@ -263,7 +263,7 @@ def test_bad_vocab_queries_are_400(client, tok_ref, query):
 
 
 def test_vocab_search_holds_like_wildcards_literally(client, tok_ref):
-    _, html = page(client, f"/t/{tok_ref.slug}/vocab?q=%25", headers=HX)
+    _, html = page(client, f"/t/{tok_ref.slug}/vocab?kind=all&q=%25", headers=HX)
     assert "1 match" in html  # only the byte '%' itself, not every token
 
 
@@ -310,7 +310,7 @@ def test_words_mode_end_of_word_marker(make_tokenizer, client):
         as_text=True
     )
     assert 'class="pc pc-eow" title="end of word">&lt;/w&gt;</span>' in html
-    _, vocab = page(client, f"/t/{ref.slug}/vocab")
+    _, vocab = page(client, f"/t/{ref.slug}/vocab?kind=all")
     assert "pc-eow" in vocab and "base character" in vocab
     _, merges = page(client, f"/t/{ref.slug}/merges")
     assert "pc-eow" in merges
@@ -387,3 +387,65 @@ def test_a_newline_token_is_marked_and_the_line_breaks_after_it(client, tok_ref,
     assert stream.count('<span class="pc pc-newline">↵</span>') == 2
     assert stream.count("<br>") == 2
     assert re.search(r"↵</span>(↵</span>)?</span>(<br>){1,2}<wbr>", stream)
+
+
+def test_a_repeated_part_of_a_merge_tree_is_opened_once(make_tokenizer, client):
+    # 32 spaces are built as 16 + 16, 8 + 8, ...: the full tree has 63 nodes, 6 distinct tokens.
+    ref = make_tokenizer(" " * 64 + "x", mode="naive", vocab_size=256 + 5)
+    tok = ref.tok
+    top = next(n for _, _, n in tok.merges if tok.token_bytes(n) == b" " * 32)
+    _, html = page(client, f"/t/{ref.slug}/token/{top}")
+    tree = html[html.index('<ul class="tree">') : html.index("</section>", html.index("tree"))]
+    assert tree.count("<li") == 11  # the top, then per level one opened part and one repeat
+    assert tree.count("built as shown above") == 4  # 16, 8, 4 and 2 spaces
+    assert tree.count("base byte · id 32") == 2
+
+
+def test_merges_that_use_a_token_show_the_tokens(client, tok_ref):
+    tok = tok_ref.tok
+    token_id = next(n for _, _, n in tok.merges if tok.token_bytes(n) == b" t")
+    _, html = page(client, f"/t/{tok_ref.slug}/token/{token_id}")
+    used = html[html.index('id="used-title"') :]
+    rank = token_id - 256
+    assert f"Made by the merge of rank {rank}." in used
+    later = sum(token_id in (a, b) for a, b, _ in tok.merges)
+    assert f"A part of {later} later merge{'s' if later != 1 else ''}." in used
+    assert used.count("<tr>") == 2 + later  # the header, the making merge and every use
+    assert 'class="merge-parts"><a class="tok' in used
+
+
+def test_vocab_page_starts_on_the_learned_tokens(client, tok_ref):
+    tok = tok_ref.tok
+    _, html = page(client, f"/t/{tok_ref.slug}/vocab")
+    learned = len(tok.merges)
+    assert f"{learned} matches" in html and "U+0000" not in html
+    first_row = html.split("<tbody>")[1].split("</tr>")[0]
+    assert f'/token/{tok.base_size}"' in first_row  # the first merge, not byte 0
+    _, base = page(client, f"/t/{tok_ref.slug}/vocab?kind=base", headers=HX)
+    assert "256 matches" in base and "U+0000" in base
+    _, special = page(client, f"/t/{tok_ref.slug}/vocab?kind=special", headers=HX)
+    assert "1 match" in special and "&lt;|end|&gt;" in special
+    # The API keeps its documented default: every token.
+    assert client.get(f"/api/t/{tok_ref.slug}/vocab").get_json()["total"] == tok.vocab_size
+
+
+def test_control_bytes_and_lone_high_bytes_are_categorised(client, tok_ref):
+    _, html = page(client, f"/t/{tok_ref.slug}/vocab?kind=base&category=control&per_page=200")
+    assert "24 matches" in html  # 0x00-0x08, 0x0E-0x1B and 0x7F (0x09-0x0D, 0x1C-0x1F are spaces)
+    _, partial = page(client, f"/t/{tok_ref.slug}/vocab?kind=base&q=0x80&match=hex", headers=HX)
+    row = partial.split("<tbody>")[1].split("</tr>")[0]
+    assert "<td>partial-utf8</td>" in row
+    assert '<td class="num">1</td>\n      <td class="num">–</td>' in row  # 1 byte, no character
+
+
+def test_list_urls_drop_empty_fields(client, tok_ref):
+    url = f"/t/{tok_ref.slug}/vocab"
+    noisy = client.get(url + "?q=&match=text&category=&min_len=&max_len=&sort=id&ws=1&ws=0")
+    assert noisy.status_code == 302 and noisy.headers["Location"] == url
+    empty = client.get(url + "?q=a&category=&min_len=")
+    assert empty.status_code == 302 and empty.headers["Location"] == url + "?q=a&match=text"
+    fragment = client.get(url + "?q=th&category=&min_len=&ws=1&ws=0", headers=HX)
+    assert fragment.status_code == 200
+    assert fragment.headers["HX-Push-Url"] == url + "?q=th&match=text"
+    merges = client.get(f"/t/{tok_ref.slug}/merges?q=&ws=0", headers=HX)
+    assert merges.headers["HX-Push-Url"] == f"/t/{tok_ref.slug}/merges?ws=0"

@@ -41,6 +41,13 @@ VOCAB_SORTS = {
         (VocabEntry.pair_count.is_(None), VocabEntry.pair_count.asc(), VocabEntry.token_id),
     ),
 }
+VOCAB_KINDS = {
+    # name -> label; which ids: merges learned from the corpus, the base ids, special tokens
+    "learned": "learned tokens",
+    "base": "base bytes or characters",
+    "special": "special tokens",
+    "all": "all tokens",
+}
 _HEX_NOISE = re.compile(r"0x|\\x|[\s,:]", re.IGNORECASE)
 
 
@@ -150,14 +157,19 @@ class Search:
 @dataclass(frozen=True)
 class VocabQuery:
     search: Search = Search()
+    kind: str = "all"  # VOCAB_KINDS: which part of the id range
     category: str = ""
     min_length: int | None = None
     max_length: int | None = None
     sort: str = "id"
     paging: Paging = Paging()
+    default_kind: str = "all"  # the page starts on learned tokens; the API on all of them
 
     @classmethod
-    def from_args(cls, args: Any) -> VocabQuery:
+    def from_args(cls, args: Any, *, default_kind: str = "all") -> VocabQuery:
+        kind = args.get("kind") or default_kind
+        if kind not in VOCAB_KINDS:
+            raise UserError(f"kind must be one of {', '.join(VOCAB_KINDS)}.", status=400)
         category = args.get("category", "")
         if category and category not in CATEGORIES:
             raise UserError(f"category must be one of {', '.join(CATEGORIES)}.", status=400)
@@ -166,16 +178,19 @@ class VocabQuery:
             raise UserError(f"sort must be one of {', '.join(VOCAB_SORTS)}.", status=400)
         return cls(
             search=Search.from_args(args),
+            kind=kind,
             category=category,
             min_length=_int_arg(args, "min_len", None, low=0, high=10**6),
             max_length=_int_arg(args, "max_len", None, low=0, high=10**6),
             sort=sort,
             paging=Paging.from_args(args),
+            default_kind=default_kind,
         )
 
     def query(self, **changes: Any) -> dict[str, Any]:
         """Query-string parameters that reproduce this query (with changes), empties left out."""
         filters = {
+            "kind": self.kind if self.kind != self.default_kind else "",
             "category": self.category,
             "min_len": self.min_length,
             "max_len": self.max_length,
@@ -249,6 +264,13 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
         needle = query.search.needle()
         if needle is not None:
             conditions.append(contains_bytes(session, VocabEntry.token_bytes, needle))
+    base = base_size(row)
+    if query.kind == "learned":
+        conditions.append(VocabEntry.token_id.between(base, base + row.merge_count - 1))
+    elif query.kind == "base":
+        conditions.append(VocabEntry.token_id < base)
+    elif query.kind == "special":
+        conditions.append(VocabEntry.token_id >= base + row.merge_count)
     if query.category:
         conditions.append(VocabEntry.category == query.category)
     if query.min_length is not None:

@@ -61,6 +61,31 @@ def _limits() -> dict:
 bp.register_error_handler(UserError, refuse_in_place)
 
 
+def list_url_args(query, display: Display) -> dict:
+    """The shortest query string for a list's state: defaults and empty fields left out."""
+    args = query.query()
+    if not display.whitespace:
+        args["ws"] = "0"  # lists show whitespace unless told not to
+    if display.invalid == "replace":
+        args["invalid"] = "replace"
+    return args
+
+
+def noisy_query(args) -> bool:
+    """A plain (no-JavaScript) form GET sends every field, empty ones and the checkbox's
+    hidden fallback too (`&category=&min_len=&ws=1&ws=0`); such URLs are sent on to the
+    short form, so what the address bar shows (and gets shared) is only what was chosen."""
+    return any(not value for value in args.values()) or len(args.getlist("ws")) > 1
+
+
+def list_page_or_fragment(endpoint: str, url_args: dict, page_template: str, fragment: str, **ctx):
+    """page_or_fragment, telling htmx which short URL to push (not the form's every field)."""
+    response = page_or_fragment(page_template, fragment, **ctx)
+    if is_fragment_request():
+        response.headers["HX-Push-Url"] = url_for(endpoint, slug=ctx["row"].slug, **url_args)
+    return response
+
+
 def _tokenizer_context(slug: str) -> dict:
     session = db.session()
     row = browse.get_tokenizer(session, slug)
@@ -142,8 +167,12 @@ def merges(slug: str):
     context = _tokenizer_context(slug)
     query = browse.MergeQuery.from_args(request.args)
     display = list_display(request.args)
+    if noisy_query(request.args) and not is_fragment_request():
+        return redirect(url_for("tokenizers.merges", slug=slug, **list_url_args(query, display)))
     page = browse.merges_page(db.session(), context["row"], query)
-    return page_or_fragment(
+    return list_page_or_fragment(
+        "tokenizers.merges",
+        list_url_args(query, display),
         "tokenizers/merges.html",
         "tokenizers/_merges.html",
         **context,
@@ -176,8 +205,11 @@ def _merge_views(row, rows, display: Display) -> list[dict]:
 @bp.get("/<slug>/vocab")
 def vocab(slug: str):
     context = _tokenizer_context(slug)
-    query = browse.VocabQuery.from_args(request.args)
+    # A reader comes for what was learned; the base bytes and specials are one choice away.
+    query = browse.VocabQuery.from_args(request.args, default_kind="learned")
     display = list_display(request.args)
+    if noisy_query(request.args) and not is_fragment_request():
+        return redirect(url_for("tokenizers.vocab", slug=slug, **list_url_args(query, display)))
     page = browse.vocab_page(db.session(), context["row"], query)
     describer = browse.Describer.for_row(context["row"])
     entries = []
@@ -192,7 +224,9 @@ def vocab(slug: str):
             colour=r.token_id,
         )
         entries.append({"row": r, "view": view, "rank": info.rank})
-    return page_or_fragment(
+    return list_page_or_fragment(
+        "tokenizers.vocab",
+        list_url_args(query, display),
         "tokenizers/vocab.html",
         "tokenizers/_vocab.html",
         **context,
@@ -202,6 +236,7 @@ def vocab(slug: str):
         entries=entries,
         display=display,
         categories=CATEGORIES,
+        kinds=browse.VOCAB_KINDS,
         sorts={name: label for name, (label, _) in browse.VOCAB_SORTS.items()},
     )
 
@@ -222,6 +257,7 @@ def token(slug: str, token_id: str):
     tok = load_tokenizer(session, row)
     display = list_display(request.args)
     [info] = token_infos(tok, [number])
+    used_in = browse.merges_using(session, row, number)
     return render_template(
         "tokenizers/token.html",
         **context,
@@ -229,7 +265,8 @@ def token(slug: str, token_id: str):
         info=info,
         view=token_view(info, invalid=display.invalid, whitespace=display.whitespace),
         tree=_tree_rows(tok, number, display),
-        used_in=browse.merges_using(session, row, number),
+        used_in=used_in,
+        used_rows=_merge_views(row, used_in.rows, display),
         display=display,
         category=token_category(info.data, special=info.special),
         pair_count=_pair_count(tok, info.rank),
@@ -247,15 +284,21 @@ def _tree_rows(tok: bpe.Tokenizer, token_id: int, display: Display) -> list[dict
 
     Walked with a stack, not recursion: naive tokenisers can build chains thousands deep. Past
     TREE_DEPTH_LIMIT a node is shown but not opened; its own page continues the tree.
+
+    A part that was already opened higher up (32 spaces are 16 + 16, each 8 + 8, ...) is not
+    opened again: its row says so and links to the first one, so a tree has at most one row
+    per distinct token plus one per repeat.
     """
     root = merge_tree(tok, token_id)
     rows: list[dict] = []
+    opened: set[int] = set()
     stack = [(root, 0)]
     while stack:
         node, depth = stack.pop()
         [info] = token_infos(tok, [node.token_id])
         left, right = node.left, node.right
         has_parts = left is not None and right is not None
+        repeat = has_parts and node.token_id in opened
         rows.append(
             {
                 "node": node,
@@ -263,11 +306,13 @@ def _tree_rows(tok: bpe.Tokenizer, token_id: int, display: Display) -> list[dict
                 "view": token_view(
                     info, invalid=display.invalid, whitespace=display.whitespace, colour=depth
                 ),
-                "cut": has_parts and depth >= TREE_DEPTH_LIMIT,
+                "cut": has_parts and not repeat and depth >= TREE_DEPTH_LIMIT,
+                "repeat": repeat,
                 "kind": info.base_kind,
             }
         )
-        if left is not None and right is not None and depth < TREE_DEPTH_LIMIT:
+        if left is not None and right is not None and not repeat and depth < TREE_DEPTH_LIMIT:
+            opened.add(node.token_id)
             stack.append((right, depth + 1))
             stack.append((left, depth + 1))
     return rows
