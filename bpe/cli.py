@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from bpe.formats import TokenizerFileError, load, save
 from bpe.model import MODES, Tokenizer
@@ -160,10 +161,10 @@ class _ProgressPrinter:
     lines instead, and fewer of them (the first merge, then every 2 s).
     """
 
-    def __init__(self, *, enabled: bool, stream) -> None:
+    def __init__(self, *, enabled: bool, stream: TextIO | None) -> None:
         self.stream = stream
         self.enabled = enabled and stream is not None
-        self.live = self.enabled and _isatty(stream)
+        self.live = stream is not None and enabled and _isatty(stream)
         self.interval = 0.25 if self.live else 2.0
         self.last = 0.0
 
@@ -190,9 +191,9 @@ class _ProgressPrinter:
         print(f"\r{line}\033[K" if self.live else line, file=self.stream)
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
-        return stream.isatty()
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
 
