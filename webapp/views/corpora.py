@@ -9,6 +9,7 @@ from flask import (
     current_app,
     jsonify,
     redirect,
+    render_template,
     request,
     url_for,
 )
