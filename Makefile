@@ -33,8 +33,9 @@ run: install
 browser:
 	@sh scripts/install-browser.sh
 
+# PYTEST_ARGS adds options, e.g. `make test PYTEST_ARGS="-m 'not slow'"` (CI: a JUnit report).
 test: install browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # ruff (rules in pyproject.toml), its formatter, and mypy (strict on bpe/; see [tool.mypy]).
 lint: install lock-check

@@ -7,7 +7,6 @@ this file adds what only PostgreSQL has. Without it, the file is skipped.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 
 import pytest
@@ -15,11 +14,7 @@ from sqlalchemy import select, text
 
 from webapp.models import Corpus
 
-TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
-pytestmark = pytest.mark.skipif(
-    not TEST_DATABASE_URL.startswith(("postgres://", "postgresql")),
-    reason="set TEST_DATABASE_URL=postgresql://... to run the PostgreSQL checks",
-)
+pytestmark = pytest.mark.database("postgresql")  # skipped on SQLite (see conftest.py)
 
 
 def test_runs_on_postgresql_with_psycopg3(app):
