@@ -309,6 +309,18 @@ def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
 # ----- the real thing: runner thread and child processes -------------------------------------
 @pytest.fixture
 def threaded_app(app_config):
+    yield from _threaded_app(app_config)
+
+
+@pytest.fixture
+def threaded_app_without_kill(app_config):
+    """A threaded app whose runner would force-kill a child only after 10 minutes, far beyond
+    any wait here: whatever stops a child in a test stopped by itself."""
+    app_config["JOBS_KILL_AFTER"] = 600.0
+    yield from _threaded_app(app_config)
+
+
+def _threaded_app(app_config):
     app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.1)
     app = create_app(app_config, run_jobs=True)
     yield app
@@ -344,11 +356,14 @@ def test_threaded_job_reports_progress_and_succeeds(threaded_app, random_words):
     assert job.merges_done == job.merges_target == 1500 - 256
 
 
-def test_threaded_cancel_is_seen_by_the_training_process(threaded_app, monkeypatch, random_words):
+def test_threaded_cancel_is_seen_by_the_training_process(
+    threaded_app_without_kill, monkeypatch, random_words
+):
+    threaded_app = threaded_app_without_kill
     runner = threaded_app.extensions["bpe_jobs"]
-    # Far beyond the wait below: a child that never reached a stop check would still be running
-    # when the wait gives up, so the runner's force-kill cannot stand in for the stop check.
-    runner.kill_after = 600.0
+    # A child that never reached a stop check would still be running when the wait below gives
+    # up: the runner's force-kill cannot stand in for the stop check.
+    assert runner.supervisor.kill_after > 60
     children = []
     real_spawn = runner._spawn
 
