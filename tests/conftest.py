@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -187,24 +186,3 @@ def make_random_words(n: int, seed: int = 1) -> str:
 def random_words():
     """random_words(n, seed=1) -> a text of n random words (deterministic for a seed)."""
     return make_random_words
-
-
-REFERENCE_TOKENIZERS_DIR = Path(
-    os.environ.get(
-        "BPE_REFERENCE_TOKENIZERS_DIR",
-        Path(__file__).resolve().parent.parent / "reference-tokenizers",
-    )
-)
-
-
-@pytest.fixture
-def reference_tokenizers_dir() -> Path:
-    """Where GPT-2's, GPT-4's and GPT-4o's rank files are (gpt2.tiktoken, cl100k_base.tiktoken,
-    o200k_base.tiktoken and their .json sidecars); skips, naming the script, when they are not."""
-    if not (REFERENCE_TOKENIZERS_DIR / "SHA256SUMS").exists():
-        pytest.skip(
-            f"no reference tokenisers in {REFERENCE_TOKENIZERS_DIR}: build them with"
-            " ../shared/reference-tokenizers/make_reference_tokenizers.sh"
-            " (or set BPE_REFERENCE_TOKENIZERS_DIR)"
-        )
-    return REFERENCE_TOKENIZERS_DIR
