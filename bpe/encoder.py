@@ -13,8 +13,9 @@ from __future__ import annotations
 import heapq
 import itertools
 
-# Below this length the rescanning loop beats the heap's bookkeeping.
-_HEAP_THRESHOLD = 48
+# Below this length rescanning (each pass in C) beats the heap's bookkeeping.
+_HEAP_THRESHOLD = 12
+_NO_RANK = 1 << 62  # ranks.get's default while rescanning: later than any learned pair
 
 
 def encode_ids(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
@@ -22,8 +23,62 @@ def encode_ids(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
     if len(ids) < 2:
         return list(ids)
     if len(ids) < _HEAP_THRESHOLD:
-        return _encode_by_rescanning(list(ids), ranks)
+        return _encode_by_passes(list(ids), ranks)
     return _encode_with_heap(ids, ranks)
+
+
+class CharacterEncoder(dict[str, tuple[int, ...]]):
+    """character -> the ids of its UTF-8 bytes encoded alone, filled on first use.
+
+    Text that holds no partial token (`bpe.cuts`: a token with part of a character across a
+    character boundary) encodes as the sequence of its characters encoded alone, merged on:
+    every token that crosses a character boundary is then made of whole characters, so a
+    character's bytes only ever merge among themselves until the character is one token, and
+    merging them first changes nothing for the merges between characters (those have larger
+    ids than the character's token, and a token still in parts takes part in none of them).
+    """
+
+    def __init__(self, ranks: dict[tuple[int, int], int]) -> None:
+        super().__init__()
+        self.ranks = ranks
+
+    def __missing__(self, char: str) -> tuple[int, ...]:
+        ids = tuple(encode_ids(list(char.encode("utf-8")), self.ranks))
+        self[char] = ids
+        return ids
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of text that holds no partial token."""
+        return encode_ids(
+            list(itertools.chain.from_iterable(map(self.__getitem__, text))), self.ranks
+        )
+
+
+def _encode_by_passes(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    """The rescanning rule with every pass done by C loops: look up all pairs, take the lowest
+    rank, merge its occurrences left to right (non-overlapping, as `merge_pair` does)."""
+    get = ranks.get
+    no_rank = itertools.repeat(_NO_RANK)
+    while len(ids) > 1:
+        found = list(map(get, itertools.pairwise(ids), no_rank))
+        best = min(found)
+        if best == _NO_RANK:
+            break
+        at = found.index(best)
+        if found.count(best) == 1:
+            ids[at : at + 2] = (best,)
+            continue
+        # Equal ranks mean equal pairs; after a merge at `at` the next one may start at at + 2.
+        starts = [at]
+        for _ in range(found.count(best) - 1):
+            try:
+                at = found.index(best, at + 2)
+            except ValueError:
+                break
+            starts.append(at)
+        for at in reversed(starts):
+            ids[at : at + 2] = (best,)
+    return ids
 
 
 def _encode_by_rescanning(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
@@ -55,59 +110,69 @@ def _encode_with_heap(ids: list[int], ranks: dict[tuple[int, int], int]) -> list
     # sorted once when its rank comes up (positions added while earlier ranks were applied can
     # arrive out of order), which is far cheaper than one heap entry per position.
     n = len(ids)
-    symbol = list(ids)  # symbol[i]: the token starting at position i (valid while alive[i])
-    alive = bytearray(b"\x01") * n
-    nxt = list(range(1, n + 1))  # nxt[i]: next live position, n for none
-    prv = list(range(-1, n - 1))  # prv[i]: previous live position, -1 for none
+    # symbol[i]: the token starting at position i, -1 once i is inside a merged token. The
+    # extra last slot is a sentinel, which symbol[-1] also reads: no pair ever holds it, so the
+    # first and last positions need no bounds checks.
+    symbol = [*ids, -1]
+    nxt = list(range(1, n + 2))  # nxt[i]: next live position (n: none)
+    prv = list(range(-1, n))  # prv[i]: previous live position (-1: none)
     get = ranks.get
     buckets: dict[int, list[int]] = {}  # rank -> positions where that pair may start
+    pair_of: dict[int, tuple[int, int]] = {}  # rank -> its pair, for the validity check
     for i, pair in enumerate(itertools.pairwise(ids)):
         rank = get(pair)
         if rank is not None:
             bucket = buckets.get(rank)
             if bucket is None:
                 buckets[rank] = [i]
+                pair_of[rank] = pair
             else:
                 bucket.append(i)
     pending = list(buckets)
     heapq.heapify(pending)
+    heappush = heapq.heappush
     while pending:
         rank = heapq.heappop(pending)
         positions = buckets.pop(rank)
-        positions.sort()
+        if len(positions) > 1:
+            positions.sort()
+        left, right = pair_of[rank]
         for i in positions:
-            if not alive[i]:
+            # Stale if the pair starting at i has changed since i was filed (tokens only grow,
+            # so a pair never comes back at the same position once it is gone).
+            if symbol[i] != left:
                 continue
             j = nxt[i]
-            # Stale if the pair starting at i has changed since i was filed under this rank.
-            if j >= n or get((symbol[i], symbol[j])) != rank:
+            if symbol[j] != right:
                 continue
             symbol[i] = rank
-            alive[j] = 0
+            symbol[j] = -1
             k = nxt[j]
             nxt[i] = k
+            prv[k] = i
             # Filing the two new neighbour pairs is written out twice rather than through a
             # helper: a call per merge costs more than the rest of the loop body.
-            if k < n:
-                prv[k] = i
-                new_rank = get((rank, symbol[k]))
-                if new_rank is not None:
-                    bucket = buckets.get(new_rank)
-                    if bucket is None:
-                        buckets[new_rank] = [i]
-                        heapq.heappush(pending, new_rank)
-                    else:
-                        bucket.append(i)
+            after = symbol[k]
+            new_rank = get((rank, after))
+            if new_rank is not None:
+                bucket = buckets.get(new_rank)
+                if bucket is None:
+                    buckets[new_rank] = [i]
+                    pair_of[new_rank] = (rank, after)
+                    heappush(pending, new_rank)
+                else:
+                    bucket.append(i)
             p = prv[i]
-            if p >= 0:
-                new_rank = get((symbol[p], rank))
-                if new_rank is not None:
-                    bucket = buckets.get(new_rank)
-                    if bucket is None:
-                        buckets[new_rank] = [p]
-                        heapq.heappush(pending, new_rank)
-                    else:
-                        bucket.append(p)
+            before = symbol[p]
+            new_rank = get((before, rank))
+            if new_rank is not None:
+                bucket = buckets.get(new_rank)
+                if bucket is None:
+                    buckets[new_rank] = [p]
+                    pair_of[new_rank] = (before, rank)
+                    heappush(pending, new_rank)
+                else:
+                    bucket.append(p)
     out: list[int] = []
     i = 0
     while i < n:

@@ -19,7 +19,8 @@ that needs "is this id a merge, which rank" asks `merge_rank(id)`, never `id - b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -27,7 +28,8 @@ from typing import Literal
 import regex
 
 from bpe import hf_rule, rank_rule
-from bpe.encoder import encode_ids
+from bpe.cuts import CutTable
+from bpe.encoder import CharacterEncoder, encode_ids
 from bpe.patterns import compile_pattern, split_chunks
 from bpe.pretokenize import PreTokenizer
 
@@ -41,6 +43,8 @@ UNKNOWN = "<unk>"
 # Chunks are cached as encoded; past this many distinct chunks the cache starts over, which
 # bounds memory on adversarial input while keeping the hit rate high on natural text.
 _CHUNK_CACHE_LIMIT = 200_000
+# Above this many UTF-8 bytes per character, chunked text is cut as a whole (see _encode_ordinary).
+_MULTIBYTE_SHARE = 1.5
 _WORD = regex.compile(r"[^\s\x1c-\x1f\x85]+")  # what str.split() calls a word, found lazily
 
 
@@ -336,10 +340,17 @@ class Tokenizer:
                 out.extend(self._encode_imported_piece(piece))
             return out
         if self.mode == "naive":
-            return encode_ids(list(text.encode("utf-8")), self.ranks)
+            return self._encode_in_pieces(text)
         if self.mode == "chunked":
+            chunks = split_chunks(text, self.pattern or "")
+            if len(text.encode("utf-8")) > _MULTIBYTE_SHARE * len(text) and len(chunks) > 1:
+                # Mostly multi-byte text (Chinese, say): chunks are long and rarely repeat, so
+                # cut the whole text once, at chunk ends and where no token can sit across.
+                ends = list(itertools.accumulate(map(len, chunks)))
+                if ends[-1] == len(text):
+                    return self._encode_in_pieces(text, ends)
             out = []
-            for chunk in split_chunks(text, self.pattern or ""):
+            for chunk in chunks:
                 out.extend(self._encode_chunk(chunk))
             return out
         return self._encode_words(text)
@@ -405,11 +416,50 @@ class Tokenizer:
     def _encode_chunk(self, chunk: str) -> list[int]:
         cached = self._chunk_cache.get(chunk)
         if cached is None:
-            cached = encode_ids(list(chunk.encode("utf-8")), self.ranks)
+            # ASCII chunks are short and rarely cut: encoding them whole is cheaper.
+            if chunk.isascii():
+                cached = encode_ids(list(chunk.encode("ascii")), self.ranks)
+            else:
+                cached = self._encode_in_pieces(chunk)
             if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
                 self._chunk_cache.clear()
             self._chunk_cache[chunk] = cached
         return cached
+
+    @cached_property
+    def _cuts(self) -> CutTable:
+        vocab = self.vocab
+        return CutTable(vocab[new] for _, _, new in self.merges)
+
+    @cached_property
+    def _characters(self) -> CharacterEncoder:
+        return CharacterEncoder(self.ranks)
+
+    def _encode_in_pieces(self, text: str, chunk_ends: Sequence[int] = ()) -> list[int]:
+        """Byte-level encoding of text, cut where no token can sit across (`bpe.cuts`) and at
+        `chunk_ends`, each piece looked up in (or added to) the chunk cache: the same ids as
+        encoding it whole (or chunk by chunk)."""
+        data = text.encode("utf-8")
+        pieces, partial = self._cuts.pieces(text, data, chunk_ends)
+        if len(pieces) == 1:
+            if partial:
+                return encode_ids(list(data), self.ranks)
+            return self._characters.encode(text)
+        cache = self._chunk_cache
+        characters = self._characters
+        out: list[int] = []
+        for index, piece in enumerate(pieces):
+            ids = cache.get(piece)
+            if ids is None:
+                if index in partial:
+                    ids = encode_ids(list(piece.encode("utf-8")), self.ranks)
+                else:
+                    ids = characters.encode(piece)
+                if len(cache) >= _CHUNK_CACHE_LIMIT:
+                    cache.clear()
+                cache[piece] = ids
+            out += ids
+        return out
 
     def _encode_words(self, text: str) -> list[int]:
         unknown = self.special_tokens[UNKNOWN]

@@ -1,0 +1,213 @@
+"""Encoding is exact: every fast path gives the ids of seed 002's literal rescanning rule.
+
+The oracle below is the seed's loop, written out: find the present pair with the lowest id,
+merge it everywhere (left to right), repeat. `Tokenizer.encode` cuts text into cached pieces
+(`bpe.cuts`), encodes pieces character by character (`bpe.encoder.CharacterEncoder`) and uses a
+heap for long sequences; each must give the oracle's ids, in every mode, with special tokens
+allowed and not, for trained merge lists, for random merge lists over multi-byte characters
+(which learn tokens holding parts of characters across a character boundary), and on the
+corpora.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bpe
+from bpe.cuts import CutTable
+from bpe.encoder import CharacterEncoder, encode_ids
+from bpe.model import _split_on_specials
+from bpe.patterns import split_chunks
+from bpe.reference import merge_pair
+from tests.strategies import TEXTS
+
+REPO = Path(__file__).resolve().parent.parent
+CORPORA_DIR = Path(os.environ.get("BPE_CORPORA_DIR", REPO / "corpora-data"))
+CORPORA = ["english_small", "english_large", "chinese_modern", "code"]
+# Characters whose bytes share leads and tails, so random merges make tokens across them.
+MULTIBYTE = "基础中文的是丹乐é😀a ,\n"
+
+
+def seed_rule(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    """Seed 002, literally: apply the present learned pair with the lowest id, everywhere."""
+    while len(ids) >= 2:
+        pairs = set(zip(ids, ids[1:], strict=False))
+        best = min(pairs, key=lambda pair: ranks.get(pair, float("inf")))
+        if best not in ranks:
+            break
+        ids = merge_pair(ids, best, ranks[best])
+    return ids
+
+
+def oracle_encode(tok: bpe.Tokenizer, text: str, allowed=()) -> list[int]:
+    """The ids the seed's rule gives, piece by piece as the modes define pieces."""
+    allowed_map = (
+        dict(tok.special_tokens)
+        if allowed == "all"
+        else {s: tok.special_tokens[s] for s in allowed}
+    )
+    parts = _split_on_specials(text, allowed_map) if allowed_map else [(text, None)]
+    out: list[int] = []
+    for part, special in parts:
+        if special is not None:
+            out.append(special)
+        elif tok.mode == "naive":
+            out += seed_rule(list(part.encode()), tok.ranks)
+        else:
+            for chunk in split_chunks(part, tok.pattern or ""):
+                out += seed_rule(list(chunk.encode()), tok.ranks)
+    return out
+
+
+def random_merges(picks: list[tuple[int, int]], alphabet: bytes) -> list[tuple[int, int, int]]:
+    """A valid merge list: each pick joins two tokens already known (bytes first)."""
+    known = sorted(set(alphabet))
+    merges: list[tuple[int, int, int]] = []
+    seen: set[tuple[int, int]] = set()
+    for left, right in picks:
+        pair = (known[left % len(known)], known[right % len(known)])
+        if pair in seen:
+            continue
+        seen.add(pair)
+        new = 256 + len(merges)
+        merges.append((*pair, new))
+        known.append(new)
+    return merges
+
+
+MULTIBYTE_TEXTS = st.lists(st.sampled_from(list(MULTIBYTE)), max_size=60).map("".join)
+
+
+# ----- trained merge lists ---------------------------------------------------------------------
+@settings(max_examples=80, deadline=None)
+@given(
+    training=TEXTS,
+    text=TEXTS,
+    mode=st.sampled_from(["naive", "chunked"]),
+    extra=st.integers(0, 60),
+    allow=st.booleans(),
+)
+def test_property_encode_equals_seed_rule(training, text, mode, extra, allow):
+    tok = bpe.train(
+        training + text[::2],
+        vocab_size=256 + extra + 1,
+        mode=mode,
+        trainer="efficient",
+        special_tokens=["<|x|>"],
+    )
+    allowed = "all" if allow else ()
+    assert tok.encode(text, allowed_special=allowed) == oracle_encode(tok, text, allowed)
+    # A second time, from the warm cache.
+    assert tok.encode(text, allowed_special=allowed) == oracle_encode(tok, text, allowed)
+
+
+# ----- random merge lists over multi-byte characters ------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(
+    picks=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)), max_size=80),
+    texts=st.lists(MULTIBYTE_TEXTS, min_size=1, max_size=4),
+    mode=st.sampled_from(["naive", "chunked"]),
+)
+def test_property_random_merges_over_multibyte_text(picks, texts, mode):
+    merges = random_merges(picks, MULTIBYTE.encode())
+    tok = bpe.Tokenizer(mode=mode, merges=merges, pattern=bpe.GPT4_PATTERN)
+    for text in texts:  # several texts share one cache, as a long-lived tokeniser's do
+        assert tok.encode(text) == oracle_encode(tok, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    picks=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)), max_size=60),
+    text=MULTIBYTE_TEXTS,
+)
+def test_property_cut_pieces_encode_like_the_whole(picks, text):
+    merges = random_merges(picks, MULTIBYTE.encode())
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    cuts = CutTable(tok.vocab[new] for _, _, new in merges)
+    pieces, partial = cuts.pieces(text, text.encode())
+    assert "".join(pieces) == text
+    characters = CharacterEncoder(tok.ranks)
+    whole = seed_rule(list(text.encode()), tok.ranks)
+    by_pieces: list[int] = []
+    for index, piece in enumerate(pieces):
+        by_pieces += seed_rule(list(piece.encode()), tok.ranks)
+        if index not in partial:
+            assert characters.encode(piece) == seed_rule(list(piece.encode()), tok.ranks)
+    assert by_pieces == whole
+
+
+def test_a_token_holding_part_of_a_character_keeps_its_text_whole():
+    # 基 (e5 9f ba) + the first two bytes of 础 (e7 a1 80): byte-level training learns such
+    # tokens. Then "基础" must not be cut between its characters, nor encoded per character.
+    ji, chu = "基".encode(), "础".encode()
+    merges = [
+        (ji[0], ji[1], 256),
+        (256, ji[2], 257),  # 基
+        (chu[0], chu[1], 258),  # first two bytes of 础
+        (257, 258, 259),  # 基 + e7 a1
+        (259, chu[2], 260),  # 基础
+    ]
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    cuts = CutTable(tok.vocab[new] for _, _, new in merges)
+    assert cuts.pieces("基础基", "基础基".encode()) == (["基础", "基"], {0})
+    assert cuts.pieces("础基", "础基".encode()) == (["础", "基"], set())
+    assert tok.encode("基础基础") == [260, 260]
+    assert tok.encode("丹基础") == oracle_encode(tok, "丹基础")
+
+
+def test_two_partial_characters_in_one_token_are_found_by_their_bytes():
+    # The tail byte of 的 (e7 9a 84) with the head byte of 中 (e4 b8 ad): a token made of two
+    # part-characters, which no whole character marks.
+    de, zhong = "的".encode(), "中".encode()
+    merges = [(de[2], zhong[0], 256), (de[0], de[1], 257), (257, 256, 258)]
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    text = "的中的文的中"
+    assert tok.encode(text) == oracle_encode(tok, text)
+    pieces, partial = tok._cuts.pieces(text, text.encode())
+    assert "".join(pieces) == text and partial
+
+
+def test_words_mode_is_unchanged_by_the_fast_paths():
+    tok = bpe.train("low lower lowest newer wider " * 20, vocab_size=60, mode="words")
+    ranks = tok.ranks
+    for word in ["lowest", "newer", "wid"]:
+        ids = [tok._char_to_id[c] for c in word] + [tok.base_size - 1]
+        assert tok.encode(word) == seed_rule(ids, ranks)
+
+
+# ----- the corpora --------------------------------------------------------------------------
+def corpus_window(name: str, start_fraction: float, size: int) -> str:
+    path = CORPORA_DIR / f"{name}.txt"
+    if not path.exists():
+        pytest.skip(f"{path} is missing: build the corpora with ../shared/corpora/make_corpora.sh")
+    with path.open("rb") as f:
+        f.seek(int(path.stat().st_size * start_fraction))
+        data = f.read(size)
+    return data.decode("utf-8", errors="ignore")
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize("mode", ["naive", "chunked"])
+@pytest.mark.parametrize("name", CORPORA)
+def test_corpus_samples_encode_like_the_plain_encoder(name, mode):
+    training = corpus_window(name, 0.1, 150_000)
+    tok = bpe.train(training, vocab_size=3000, mode=mode, trainer="efficient")
+    for fraction in (0.3, 0.6, 0.9):
+        sample = corpus_window(name, fraction, 40_000)
+        if mode == "naive":
+            expected = encode_ids(list(sample.encode()), tok.ranks)
+        else:
+            expected = [
+                i
+                for c in split_chunks(sample, tok.pattern)
+                for i in encode_ids(list(c.encode()), tok.ranks)
+            ]
+        assert tok.encode(sample) == expected
+        # Short documents, as the playground and the API send them, through the warm cache.
+        for line in sample.splitlines()[:200]:
+            assert tok.encode(line) == oracle_encode(tok, line)
