@@ -17,6 +17,7 @@ import bpe
 from tests.test_browser_e2e import CHROMIUM, browser  # noqa: F401 (the browser fixture)
 from tests.test_library import LOREM
 
+TOKS: list[bpe.Tokenizer] = []  # the trio's library objects, in the same order
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
 pytestmark = [
@@ -70,6 +71,7 @@ def trio(served):
     slugs = []
     for mode, size in (("naive", 300), ("chunked", 300), ("words", 80)):
         tok = bpe.train(text, vocab_size=size, mode=mode, trainer="reference")
+        TOKS.append(tok)
         with database.session_scope() as session:
             slugs.append(store_tokenizer(session, tok, corpus_id=row.id).slug)
     return slugs
@@ -117,4 +119,51 @@ def test_compare_at_phone_width_scrolls_visibly(live_server, browser, trio):  # 
     page_width = page.evaluate("document.documentElement.scrollWidth")
     assert page_width <= width + 1  # no sideways scrolling of the whole page
     shot(page, "compare-three-390.png")
+    page.close()
+
+
+def test_scrub_with_the_keyboard_and_ask_why(live_server, browser, trio):  # noqa: F811
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{live_server}/t/{trio[1]}")
+    text = "Quisquam ut voluptatem quiquia labore numquam."
+    tok = TOKS[1]
+    page.fill("#play-text", text)
+    chips = page.locator("#encoded .tokens > .tok")
+    expect(page.locator("#encoded .counts")).to_contain_text(f"tokens{len(tok.encode(text))}")
+    full = chips.count()
+    removed = len(text.encode()) - len(tok.encode(text, merge_limit=1))
+
+    slider = page.locator("#scrub-k")
+    slider.focus()
+    page.keyboard.press("Home")  # no merges: every byte its own token
+    expect(page.locator("#encoded .scrub-merge")).to_contain_text("no merges")
+    expect(chips).to_have_count(len(text.encode()))
+    page.keyboard.press("ArrowRight")  # merge 1: "qu"
+    expect(page.locator("#encoded .scrub-merge")).to_contain_text("merge 1 of 44")
+    expect(page.locator("#encoded .scrub-merge")).to_contain_text(f"removed {removed} boundar")
+    expect(chips).to_have_count(len(text.encode()) - removed)
+    expect(page.locator(".scrub-value")).to_have_text("first 1 merge")
+    for _ in range(5):
+        page.keyboard.press("ArrowRight")
+    expect(page.locator("#encoded .scrub-merge")).to_contain_text("merge 6 of 44")
+    shot(page, "scrubber.png")
+    page.keyboard.press("End")
+    expect(page.locator("#encoded .scrub-merge")).to_have_count(0)
+    expect(chips).to_have_count(full)
+    page.wait_for_load_state("networkidle")  # the slider's and the form's requests both done
+
+    # "why this split?": focus a token and press Enter
+    chips.nth(3).focus()
+    page.keyboard.press("Enter")
+    panel = page.locator("#why .why")
+    expect(panel).to_contain_text("Why this split?")
+    expect(panel).to_contain_text("No learned pair is left")
+    expect(panel).to_contain_text("exactly the tokens the playground shows")
+    expect(panel.locator(".pair-applied").first).to_be_visible()
+    chips.nth(0).click()  # a click asks about another token
+    expect(panel).to_contain_text("token 1")
+    panel.scroll_into_view_if_needed()
+    shot(page, "why-this-split.png")
     page.close()

@@ -36,6 +36,8 @@ from webapp.playground import (
     load_share,
     save_share,
 )
+from webapp.replay_views import replay_views, scrub_arg, why_token_index
+from webapp.segmentation import Scrub, clamp_merges, replay_token, scrub
 from webapp.token_display import (
     counts,
     token_infos,
@@ -102,17 +104,14 @@ def _tokenizer_context(slug: str) -> dict:
 @bp.get("/<slug>")
 def show(slug: str):
     context = _tokenizer_context(slug)
-    display = Display.from_args(request.args)
-    text = request.args.get("text", "")
-    return _playground(context, text, display)
+    return _playground(context, request.args, Display.from_args(request.args))
 
 
 @bp.route("/<slug>/encode", methods=["GET", "POST"])
 def encode(slug: str):
     context = _tokenizer_context(slug)
     values = request.form if request.method == "POST" else request.args
-    display = Display.from_args(values)
-    return _playground(context, values.get("text", ""), display)
+    return _playground(context, values, Display.from_args(values))
 
 
 @bp.post("/<slug>/share")
@@ -137,20 +136,37 @@ def shared(slug: str, share_slug: str):
         raise UserError("There is no shared playground at this address.", status=404)
     text, display = found
     context["share_link"] = request.base_url
-    return _playground(context, text, display)
+    return _playground(context, request.args, display, text=text)
 
 
-def _playground(context: dict, text: str, display: Display) -> Response:
+def _playground(
+    context: dict, values, display: Display, *, text: str | None = None, why: bool = False
+) -> Response:
+    """The playground for some text: encoded with all merges, or the first k (the scrubber),
+    and with `why` the step-by-step replay of the chunk of one token."""
+    text = values.get("text", "") if text is None else text
     check_playground_text(text)
     row = context["row"]
     tok = load_tokenizer(db.session(), row)
-    ids = tok.encode(text, allowed_special="all" if display.specials else ())
+    specials = "all" if display.specials else ()
+    k = clamp_merges(tok, scrub_arg(values, "k"))
+    cut = scrub(tok, text, k, allowed_special=specials) if k < len(tok.merges) else None
+    ids = cut.segmentation.ids if cut else tok.encode(text, allowed_special=specials)
     views = token_views(
         token_infos(tok, ids), invalid=display.invalid, whitespace=display.whitespace
     )
+    replayed = None
+    if why:
+        at = why_token_index(values, views)
+        replayed = replay_token(tok, text, at, allowed_special=specials, merge_limit=k)
+        if replayed is None:
+            raise UserError(
+                f"There is no token {at + 1:,} in this text: it has {len(ids):,} tokens.",
+                status=422,
+            )
     return page_or_fragment(
         "tokenizers/show.html",
-        "tokenizers/_encoded.html",
+        "tokenizers/_why.html" if why else "tokenizers/_encoded.html",
         **context,
         tab="playground",
         text=text,
@@ -158,7 +174,28 @@ def _playground(context: dict, text: str, display: Display) -> Response:
         views=views,
         counts=counts(text, ids),
         display=display,
+        k=k,
+        sc=cut,
+        merge_views=_scrub_merge_views(tok, cut),
+        replay=replay_views(tok, replayed, ids) if replayed else None,
     )
+
+
+def _scrub_merge_views(tok: bpe.Tokenizer, cut: Scrub | None) -> list:
+    if cut is None or cut.merge is None:
+        return []
+    return [
+        token_view(info, invalid="hex", whitespace=True, colour=i)
+        for i, info in enumerate(token_infos(tok, cut.merge))
+    ]
+
+
+@bp.route("/<slug>/why", methods=["GET", "POST"])
+def why(slug: str):
+    """ "Why this split?": the replay of one token's chunk (htmx: only the panel)."""
+    context = _tokenizer_context(slug)
+    values = request.form if request.method == "POST" else request.args
+    return _playground(context, values, Display.from_args(values), why=True)
 
 
 # ----- merges -----------------------------------------------------------------------------------
