@@ -82,13 +82,17 @@ def encode_chunks(
     """
     ranks = first_merges(tok, merge_limit)
     out: list[Chunk] = []
+    seen: dict[str, list[int]] = {}  # chunks repeat (" the"): encode each distinct one once
     for start, end, special_id in _special_pieces(tok, text, allowed_special):
         if special_id is not None:
             out.append(Chunk(start, end, [special_id], special=True))
             continue
         for chunk_start, chunk_end in _chunk_spans(tok, text, start, end):
-            symbols = base_symbols(tok, text[chunk_start:chunk_end])
-            out.append(Chunk(chunk_start, chunk_end, encode_ids(symbols, ranks)))
+            piece = text[chunk_start:chunk_end]
+            ids = seen.get(piece)
+            if ids is None:
+                ids = seen[piece] = encode_ids(base_symbols(tok, piece), ranks)
+            out.append(Chunk(chunk_start, chunk_end, ids))
     return out
 
 
