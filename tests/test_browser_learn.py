@@ -85,6 +85,7 @@ def shot(page, name: str) -> None:
 def test_compare_three_and_see_the_diff(live_server, browser, trio):  # noqa: F811
     from playwright.sync_api import expect
 
+    expect.set_options(timeout=20_000)  # the machine may be busy: wait generously
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.goto(f"{live_server}/compare/{'/'.join(trio)}")
     expect(page.locator("h1")).to_contain_text("words")
@@ -125,6 +126,7 @@ def test_compare_at_phone_width_scrolls_visibly(live_server, browser, trio):  # 
 def test_scrub_with_the_keyboard_and_ask_why(live_server, browser, trio):  # noqa: F811
     from playwright.sync_api import expect
 
+    expect.set_options(timeout=20_000)  # the machine may be busy: wait generously
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.goto(f"{live_server}/t/{trio[1]}")
     text = "Quisquam ut voluptatem quiquia labore numquam."
