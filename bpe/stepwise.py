@@ -15,7 +15,6 @@ from the vocabulary, never assumed to be 0..255.
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
     from bpe.model import Tokenizer
 
 Ranks = dict[tuple[int, int], int]  # (left_id, right_id) -> new id, which is also the rank
-_byte_ids_cache: weakref.WeakKeyDictionary[Tokenizer, list[int]] = weakref.WeakKeyDictionary()
-_IDENTITY = list(range(256))
 
 
 @dataclass(frozen=True)
@@ -80,6 +77,8 @@ def encode_chunks(
     >>> [c.ids for c in encode_chunks(tok, "abaaab", merge_limit=2)]
     [[97, 98, 257, 98]]
     """
+    if tok.rule != "merges":
+        return _imported_chunks(tok, text, allowed_special, merge_limit)
     ranks = first_merges(tok, merge_limit)
     out: list[Chunk] = []
     seen: dict[str, list[int]] = {}  # chunks repeat (" the"): encode each distinct one once
@@ -93,6 +92,23 @@ def encode_chunks(
             if ids is None:
                 ids = seen[piece] = encode_ids(base_symbols(tok, piece), ranks)
             out.append(Chunk(chunk_start, chunk_end, ids))
+    return out
+
+
+def _imported_chunks(
+    tok: Tokenizer,
+    text: str,
+    allowed_special: Literal["all"] | Iterable[str],
+    merge_limit: int | None,
+) -> list[Chunk]:
+    """Imported tokenisers encode by their own rule (tiktoken's ranks, HF's merge list), which
+    `Tokenizer.encode` knows: each ordinary stretch is one chunk here, with its ids."""
+    out: list[Chunk] = []
+    for start, end, special_id in _special_pieces(tok, text, allowed_special):
+        if special_id is not None:
+            out.append(Chunk(start, end, [special_id], special=True))
+        else:
+            out.append(Chunk(start, end, tok.encode(text[start:end], merge_limit=merge_limit)))
     return out
 
 
@@ -133,24 +149,11 @@ def base_symbols(tok: Tokenizer, chunk: str) -> list[int]:
         char_ids = {c: i for i, c in enumerate(tok.alphabet or [])}
         unknown = tok.special_tokens.get(UNKNOWN, -1)
         return [char_ids.get(c, unknown) for c in chunk] + [tok.base_size - 1]
-    byte_ids = _byte_ids(tok)
     data = chunk.encode("utf-8", errors="surrogatepass")
-    return list(data) if byte_ids is _IDENTITY else [byte_ids[b] for b in data]
-
-
-def _byte_ids(tok: Tokenizer) -> list[int]:
-    """byte value -> its id; the identity for this project's own tokenisers."""
-    found = _byte_ids_cache.get(tok)
-    if found is not None:
-        return found
-    merged = {new for _, _, new in tok.merges} | set(tok.special_tokens.values())
-    table = list(_IDENTITY)
-    for token_id, data in tok.vocab.items():
-        if len(data) == 1 and token_id not in merged:
-            table[data[0]] = token_id
-    found = _IDENTITY if table == _IDENTITY else table
-    _byte_ids_cache[tok] = found
-    return found
+    if tok.tokens is None:  # this project's own byte-level tokenisers: byte b is id b
+        return list(data)
+    byte_ids = tok.byte_ids
+    return [byte_ids[b] for b in data]
 
 
 def _special_pieces(

@@ -3,6 +3,8 @@ replay of one chunk (the library half of the merge scrubber and "why this split?
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -131,3 +133,39 @@ def test_limited_encoding_decodes_back_and_replays_exactly(text, k):
         symbols = base_symbols(tok, text[chunk.start : chunk.end])
         steps = replay(symbols, ranks)
         assert (steps[-1].after if steps else symbols) == chunk.ids
+
+
+def test_imported_tokenisers_with_shuffled_ids_segment_by_their_own_rule():
+    """An HF file whose ids are shuffled (single bytes are not 0..255): chunks, the scrubber's
+    k-limited encoding and the boundary spans all follow the tokeniser's own encode."""
+    import json
+    import random
+
+    from bpe.export_hf import to_hf_json
+    from bpe.importers import import_bytes
+    from tests.test_imports import synthetic
+    from webapp.segmentation import scrub, segment
+
+    ours = trained("chunked", 300)
+    options = {
+        "shuffle_merges": False,
+        "string_merges": False,
+        "ignore_merges": False,
+        "prefix": False,
+        "use_regex": True,
+        "split": None,
+    }
+    data = synthetic(json.loads(to_hf_json(ours)), random.Random(3), options)
+    tok = import_bytes(json.dumps(data).encode(), filename="tokenizer.json")
+    assert tok.byte_ids != list(range(256))  # the premise: bytes have other ids
+    text = TEXT
+    assert segment(tok, text).ids == tok.encode(text)
+    for k in range(0, len(tok.merges) + 1, 4):
+        cut = scrub(tok, text, k)
+        assert cut.segmentation.ids == tok.encode(text, merge_limit=k)
+        spans = cut.segmentation.spans
+        assert spans[0][0] == 0 and spans[-1][1] == len(text.encode())
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+        if k:
+            before = len(tok.encode(text, merge_limit=k - 1))
+            assert cut.removed == before - len(cut.segmentation.ids)

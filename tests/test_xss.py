@@ -36,7 +36,15 @@ PAYLOADS = [
 ]
 # What must never be in the page source as written by an attacker.
 NEVER_RAW = ["<script>", "<img", "onerror=", 'hx-get="/api', "</textarea><b>", 'hx-trigger="load']
-OUR_HTMX = {"hx-get", "hx-post", "hx-target", "hx-trigger", "hx-push-url", "hx-on::before-swap"}
+OUR_HTMX = {
+    "hx-get",
+    "hx-post",
+    "hx-target",
+    "hx-trigger",
+    "hx-push-url",
+    "hx-on::before-swap",
+    "hx-sync",  # the encode forms: one request at a time, the newest wins
+}
 SPECIAL = "<|<script>x</script>|>"
 
 TEXTS = st.lists(

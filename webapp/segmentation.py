@@ -170,6 +170,9 @@ def scrub(
     # Every token with merge k's id was made by merge k (an id is new when merged) and none was
     # merged further (no later merge is used), so counting them counts the joins it made.
     removed = seg.ids.count(merge[2]) if merge is not None else 0
+    if merge is not None and tok.rule != "merges":  # imported: count by re-encoding one less
+        removed = len(segment(tok, text, allowed_special=allowed_special, merge_limit=k - 1).ids)
+        removed -= len(seg.ids)
     return Scrub(k=k, total=len(tok.merges), merge=merge, removed=removed, segmentation=seg)
 
 

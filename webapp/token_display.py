@@ -362,11 +362,10 @@ def token_infos(tok, ids: Iterable[int]) -> list[TokenInfo]:  # tok: bpe.Tokeniz
     """TokenInfo for ids of a bpe.Tokenizer; raises ValueError for an id not in it."""
     specials = set(tok.special_tokens.values())
     base_kind = "character" if tok.mode == "words" else "byte"
-    merge_end = tok.base_size + len(tok.merges)
     out = []
     for token_id in ids:
         data = tok.token_bytes(token_id)
-        rank = token_id - tok.base_size if tok.base_size <= token_id < merge_end else None
+        rank = tok.merge_rank(token_id)  # imported tokenisers' ids are not base + rank
         out.append(
             TokenInfo(
                 token_id,

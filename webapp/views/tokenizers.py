@@ -157,6 +157,13 @@ def _playground(
     )
     replayed = None
     if why:
+        if tok.rule != "merges":
+            raise UserError(
+                "“Why this split?” replays seed 002's rule, which the tokenisers trained here"
+                f" follow; this imported tokeniser encodes by its own ({tok.rule}) rule, which"
+                " has no replay yet.",
+                status=422,
+            )
         at = why_token_index(values, views)
         replayed = replay_token(tok, text, at, allowed_special=specials, merge_limit=k)
         if replayed is None:
