@@ -86,7 +86,15 @@ def encode_chunks(
         if special_id is not None:
             out.append(Chunk(start, end, [special_id], special=True))
             continue
-        for chunk_start, chunk_end in _chunk_spans(tok, text, start, end):
+        spans = _chunk_spans(tok, text, start, end)
+        if ranks is tok.ranks and tok.mode == "chunked":
+            # All merges: the tokeniser's own chunk cache has most of them already.
+            for (chunk_start, chunk_end), ids in zip(
+                spans, tok.encode_chunks(text[start:end]), strict=True
+            ):
+                out.append(Chunk(chunk_start, chunk_end, ids))
+            continue
+        for chunk_start, chunk_end in spans:
             piece = text[chunk_start:chunk_end]
             ids = seen.get(piece)
             if ids is None:
@@ -188,9 +196,12 @@ def _chunk_spans(tok: Tokenizer, text: str, start: int, end: int) -> list[tuple[
     if tok.mode == "naive":
         return [(start, end)]
     if tok.mode == "chunked":
+        # On the slice, exactly as `split_chunks` (and so `Tokenizer.encode`) cuts it.
         pattern = compile_pattern(tok.pattern or "")
         return [
-            (m.start(), m.end()) for m in pattern.finditer(text, start, end) if m.end() > m.start()
+            (start + m.start(), start + m.end())
+            for m in pattern.finditer(text[start:end])
+            if m.end() > m.start()
         ]
     spans = []  # words: runs of non-whitespace, exactly what str.split() keeps
     i = start

@@ -8,6 +8,7 @@ Nothing here imports Flask; the views call it and render what it returns.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -130,13 +131,14 @@ def view_marks(
 ) -> list[tuple[bool, int]]:
     """Per shown token (a view may join several tokens): (its start is a boundary only some
     rows have, how many boundaries of other rows fall inside it)."""
+    lacks = sorted(row.lacks)
     marks = []
     index = 0
     for count in view_token_counts:
         start = seg.spans[index][0]
         end = seg.spans[index + count - 1][1]
-        inside = sum(1 for cut in row.lacks if start < cut < end)
-        marks.append((start in row.only_some, inside))
+        inside = bisect.bisect_left(lacks, end) - bisect.bisect_right(lacks, start)
+        marks.append((start in row.only_some, max(inside, 0)))
         index += count
     return marks
 

@@ -80,7 +80,6 @@ def _sides(slugs: list[str]) -> dict:
             "corpus": m.corpus,
             "tok": m.tok,
             "crossing": crossing_ids((m.row.id, m.row.slug), m.tok),
-            "learned": learned_tokens(m.tok),
             "without": [slug for j, slug in enumerate(slugs) if j != i],
         }
         for i, m in enumerate(members)
@@ -147,6 +146,13 @@ def _merges(context: dict, args) -> dict:
     return {"merge_page": page, "merge_rows": rows, "list_display": display}
 
 
+def _learned(side: dict) -> dict:
+    """The side's learned tokens, computed once and only for the merges table."""
+    if "learned" not in side:
+        side["learned"] = learned_tokens(side["tok"])
+    return side["learned"]
+
+
 def _merge_cell(sides: list[dict], this: dict, rank: int, display: Display) -> dict | None:
     tok = this["tok"]
     if rank >= len(tok.merges):
@@ -165,7 +171,7 @@ def _merge_cell(sides: list[dict], this: dict, rank: int, display: Display) -> d
         "left_id": left,
         "right_id": right,
         "count": tok.training.merge_counts[rank],
-        "only_here": not any(key in s["learned"] for s in sides if s is not this),
+        "only_here": not any(key in _learned(s) for s in sides if s is not this),
         "crosses": new in this["crossing"],
     }
 
@@ -206,6 +212,23 @@ def merge_views(tok, merge: tuple[int, int, int] | None, display: Display) -> li
     ]
 
 
+_NO_MARK = ("", "")
+
+
+def _diff_mark(cut: bool, inside: int) -> tuple[str, str]:
+    """(extra classes, tooltip note) of one chip of the diff stream."""
+    if not cut and not inside:
+        return _NO_MARK
+    classes, note = "", ""
+    if cut:
+        classes += " cut-differs"
+        note += " · a cut only some make"
+    if inside:
+        classes += " spans-cut"
+        note += f" · runs across {inside} cut{'s' if inside != 1 else ''} others make"
+    return classes, note
+
+
 def _encoded(context: dict, values) -> dict:
     text = values.get("text", "")
     display = Display.from_args(values)
@@ -236,9 +259,8 @@ def _encoded(context: dict, values) -> dict:
     )
     for row, row_diff in zip(rows, diff.rows, strict=True):
         row["diff"] = row_diff
-        row["marks"] = view_marks(
-            row["scrub"].segmentation, [len(v.ids) for v in row["views"]], row_diff
-        )
+        marks = view_marks(row["scrub"].segmentation, [len(v.ids) for v in row["views"]], row_diff)
+        row["marks"] = [_diff_mark(cut, inside) for cut, inside in marks]
     fewest = min(len(row["ids"]) for row in rows)
     cheapest = [row["side"]["letter"] for row in rows if len(row["ids"]) == fewest] if text else []
     result = {
