@@ -89,17 +89,17 @@ def encode_chunks(
         spans = _chunk_spans(tok, text, start, end)
         if ranks is tok.ranks and tok.mode == "chunked":
             # All merges: the tokeniser's own chunk cache has most of them already.
-            for (chunk_start, chunk_end), ids in zip(
+            for (chunk_start, chunk_end), cached in zip(
                 spans, tok.encode_chunks(text[start:end]), strict=True
             ):
-                out.append(Chunk(chunk_start, chunk_end, ids))
+                out.append(Chunk(chunk_start, chunk_end, cached))
             continue
         for chunk_start, chunk_end in spans:
             piece = text[chunk_start:chunk_end]
-            ids = seen.get(piece)
-            if ids is None:
-                ids = seen[piece] = encode_ids(base_symbols(tok, piece), ranks)
-            out.append(Chunk(chunk_start, chunk_end, ids))
+            found = seen.get(piece)
+            if found is None:
+                found = seen[piece] = encode_ids(base_symbols(tok, piece), ranks)
+            out.append(Chunk(chunk_start, chunk_end, found))
     return out
 
 
