@@ -15,6 +15,7 @@ from the vocabulary, never assumed to be 0..255.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from bpe.model import Tokenizer
 
 Ranks = dict[tuple[int, int], int]  # (left_id, right_id) -> new id, which is also the rank
+# The last first-k table asked for, per tokeniser: one table each, freed with the tokeniser.
+_last_table: weakref.WeakKeyDictionary[Tokenizer, tuple[int, Ranks]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,13 @@ def first_merges(tok: Tokenizer, merge_limit: int | None) -> Ranks:
         return tok.ranks
     if merge_limit < 0:
         raise ValueError(f"merge_limit must be 0 or more (this tokeniser has {count} merges)")
+    last = _last_table.get(tok)
+    if last is not None and last[0] == merge_limit:
+        return last[1]  # the scrubber asks for the same k while the text is typed
     # `ranks` is built from the merges in learned order, so its first k items are merges 0..k-1.
-    return dict(itertools.islice(tok.ranks.items(), merge_limit))
+    table = dict(itertools.islice(tok.ranks.items(), merge_limit))
+    _last_table[tok] = (merge_limit, table)
+    return table
 
 
 def encode_chunks(
