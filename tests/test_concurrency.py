@@ -17,15 +17,18 @@ import pytest
 from sqlalchemy import select
 from werkzeug.serving import make_server
 
+from tests.conftest import JOB_BACKEND
 from webapp import create_app
 from webapp.models import Corpus, TrainingJob
 from webapp.uploads import store_text
 
 
 @pytest.fixture
-def live_app(app_config):
+def live_app(app_config, celery_workers):
     app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.05)
     app = create_app(app_config, run_jobs=True)
+    if JOB_BACKEND == "celery":
+        celery_workers()  # the job trains on a real worker instead
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

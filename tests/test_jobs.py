@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import func, select
 
 import bpe
+from tests.conftest import JOB_BACKEND
 from webapp import create_app
 from webapp.convert import load_tokenizer
 from webapp.models import Merge, Tokenizer, TrainingJob, VocabEntry, utcnow
@@ -222,6 +223,7 @@ def test_cancel_a_finished_job_changes_nothing(app, client, job_runner, make_cor
 
 
 # ----- restart -----------------------------------------------------------------------------------
+@pytest.mark.embedded_only  # (celery: no process owns the jobs; the heartbeat sweep, test_celery)
 def test_restart_marks_running_jobs_interrupted_and_they_can_run_again(
     app, app_config, client, make_corpus, make_tokenizer
 ):
@@ -268,9 +270,13 @@ def test_rerun_of_a_succeeded_job_is_refused(app, client, job_runner, make_corpu
     assert response.status_code == 422
 
 
-def test_queued_jobs_are_picked_up_after_a_restart(app, app_config, client, make_corpus):
+def test_queued_jobs_are_picked_up_after_a_restart(
+    app, app_config, client, make_corpus, celery_workers
+):
     corpus = make_corpus()
     job_id = start_job(client, corpus.slug)  # queued; this (manual) app never runs it
+    if JOB_BACKEND == "celery":
+        celery_workers()  # a worker starting later finds the job's message waiting
     app_config["JOBS_MODE"] = "thread"
     restarted = create_app(app_config, run_jobs=True)
     try:
@@ -308,21 +314,25 @@ def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
 
 # ----- the real thing: runner thread and child processes -------------------------------------
 @pytest.fixture
-def threaded_app(app_config):
-    yield from _threaded_app(app_config)
+def threaded_app(app_config, celery_workers):
+    """The app running its jobs for real: the embedded runner's child processes, or (under
+    BPE_JOB_BACKEND=celery) a real Celery worker process."""
+    yield from _threaded_app(app_config, celery_workers)
 
 
 @pytest.fixture
-def threaded_app_without_kill(app_config):
+def threaded_app_without_kill(app_config, celery_workers):
     """A threaded app whose runner would force-kill a child only after 10 minutes, far beyond
     any wait here: whatever stops a child in a test stopped by itself."""
     app_config["JOBS_KILL_AFTER"] = 600.0
-    yield from _threaded_app(app_config)
+    yield from _threaded_app(app_config, celery_workers)
 
 
-def _threaded_app(app_config):
+def _threaded_app(app_config, celery_workers):
     app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.1)
     app = create_app(app_config, run_jobs=True)
+    if JOB_BACKEND == "celery":
+        celery_workers()
     yield app
     app.extensions["bpe_jobs"].stop()
     app.extensions["bpe_db"].dispose()
@@ -356,6 +366,7 @@ def test_threaded_job_reports_progress_and_succeeds(threaded_app, random_words):
     assert job.merges_done == job.merges_target == 1500 - 256
 
 
+@pytest.mark.embedded_only  # (celery: test_celery's cancel test, force-kill out of reach too)
 def test_threaded_cancel_is_seen_by_the_training_process(
     threaded_app_without_kill, monkeypatch, random_words
 ):
@@ -386,6 +397,7 @@ def test_threaded_cancel_is_seen_by_the_training_process(
     assert count(threaded_app, Tokenizer) == 0 and count(threaded_app, Merge) == 0
 
 
+@pytest.mark.embedded_only
 def test_a_job_whose_process_cannot_start_fails_with_the_reason(threaded_app, monkeypatch):
     runner = threaded_app.extensions["bpe_jobs"]
 
@@ -399,6 +411,7 @@ def test_a_job_whose_process_cannot_start_fails_with_the_reason(threaded_app, mo
     assert "no more processes" in job_row(threaded_app, job_id).error
 
 
+@pytest.mark.embedded_only
 def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
     threaded_app, monkeypatch, random_words
 ):

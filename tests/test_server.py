@@ -38,6 +38,7 @@ def job_status(app, job_id: int) -> str:
         return session.get(TrainingJob, job_id).status
 
 
+@pytest.mark.embedded_only
 def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make_corpus, app):
     app_config["JOBS_MODE"] = "thread"
     owner = create_app(app_config, run_jobs=True)
@@ -65,7 +66,11 @@ def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make
 
 def test_flask_commands_never_touch_jobs(app, make_corpus):
     job_id = running_job(app, make_corpus().id)
-    env = {**os.environ, "DATABASE_URL": app.config["DATABASE_URL"]}
+    env = {
+        **os.environ,
+        "DATABASE_URL": app.config["DATABASE_URL"],
+        "CELERY_BROKER_URL": app.config["CELERY_BROKER_URL"],
+    }
     for command in (["db-upgrade"], ["routes"]):
         result = subprocess.run(
             [str(BIN / "flask"), "--app", "webapp", *command],
@@ -104,6 +109,7 @@ def wait_until(predicate, timeout: float = 60.0):
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_only  # the README's run command is the embedded default
 def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
     makefile = (ROOT / "Makefile").read_text()
     command = next(line.strip() for line in makefile.splitlines() if "/gunicorn " in line)

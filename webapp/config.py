@@ -44,6 +44,37 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
             " (tests: run in the request, or only when a test steps the runner)."
         ),
     ),
+    "BPE_JOB_BACKEND": (
+        "JOB_BACKEND",
+        str,
+        (
+            "`embedded` (default: jobs run in the serving process) or `celery` (jobs run on"
+            " Celery workers; needs `CELERY_BROKER_URL`)."
+        ),
+    ),
+    "CELERY_BROKER_URL": (
+        "CELERY_BROKER_URL",
+        str,
+        "The Celery broker for `BPE_JOB_BACKEND=celery`, e.g. `redis://127.0.0.1:6379/0`.",
+    ),
+    "BPE_JOB_QUEUE": (
+        "JOB_QUEUE",
+        str,
+        "The broker queue jobs go through (default `bpe-jobs`); web and workers must agree.",
+    ),
+    "BPE_JOBS_STALE_AFTER": (
+        "JOBS_STALE_AFTER",
+        float,
+        (
+            "Seconds without a heartbeat after which a running job counts as lost (default 30):"
+            " the sweep marks it `interrupted`, a redelivered task may take it over."
+        ),
+    ),
+    "BPE_JOBS_KILL_AFTER": (
+        "JOBS_KILL_AFTER",
+        float,
+        "Seconds a training may take to stop after a cancel before it is terminated (default 1).",
+    ),
     "BPE_PLAYGROUND_MAX_BYTES": (
         "PLAYGROUND_MAX_BYTES",
         int,
@@ -71,6 +102,12 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_PROGRESS_INTERVAL": 0.25,
         # A child that ignores the stop flag this long after a cancel is terminated.
         "JOBS_KILL_AFTER": 1.0,
+        "JOB_BACKEND": "embedded",
+        "CELERY_BROKER_URL": "",
+        "JOB_QUEUE": "bpe-jobs",
+        "JOBS_STALE_AFTER": 30.0,
+        # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
+        "JOBS_SWEEP_INTERVAL": 5.0,
         "AUTO_MIGRATE": True,
         "PLAYGROUND_MAX_BYTES": 50_000,
         "SQLITE_BUSY_TIMEOUT": 30.0,
@@ -94,6 +131,14 @@ def from_env(environ: Mapping[str, str]) -> dict[str, Any]:
 def check(config: Mapping[str, Any]) -> None:
     if config["JOBS_MODE"] not in ("thread", "inline", "manual"):
         raise ValueError(f"JOBS_MODE must be thread, inline or manual, not {config['JOBS_MODE']!r}")
+    if config["JOB_BACKEND"] not in ("embedded", "celery"):
+        raise ValueError(
+            f"BPE_JOB_BACKEND must be embedded or celery, not {config['JOB_BACKEND']!r}"
+        )
+    if config["JOB_BACKEND"] == "celery" and not config["CELERY_BROKER_URL"]:
+        raise ValueError(
+            "BPE_JOB_BACKEND=celery needs CELERY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
+        )
     for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES"):
         if config[key] < 1:
             raise ValueError(f"{key} must be at least 1")

@@ -5,6 +5,7 @@
 - `task.py`: the training itself (read the corpus, train, record), wherever it runs.
 - `process.py`: a training in a child process, and its supervision.
 - `embedded.py`: the default backend, a runner thread in the serving process.
+- `celery_backend.py`: jobs on Celery workers (imported only when configured).
 
 Views call `get_jobs()` and its `submit`, `submit_many`, `request_cancel` and `rerun`; they
 read jobs through the store's query functions. Only job ids cross to whatever runs a job.
@@ -41,18 +42,38 @@ def make_store(app: Flask) -> JobStore:
 
 
 def init_app(app: Flask, *, run_jobs: bool = False) -> JobBackend:
-    """Wire the job backend into the app; `run_jobs` makes this process run the jobs."""
-    backend = EmbeddedRunner(
-        make_store(app),
-        mode=app.config["JOBS_MODE"],
-        lock_path=runner_lock_path(app.extensions["bpe_db"].url, app.instance_path),
-        progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
-        kill_after=app.config["JOBS_KILL_AFTER"],
+    """Wire the job backend into the app; `run_jobs` makes this process run the jobs (the
+    embedded runner), or sweep for lost ones (celery: the workers run them)."""
+    backend = (
+        _celery_backend(app)
+        if app.config["JOB_BACKEND"] == "celery"
+        else EmbeddedRunner(
+            make_store(app),
+            mode=app.config["JOBS_MODE"],
+            lock_path=runner_lock_path(app.extensions["bpe_db"].url, app.instance_path),
+            progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
+            kill_after=app.config["JOBS_KILL_AFTER"],
+        )
     )
     app.extensions["bpe_jobs"] = backend
     if run_jobs:
         backend.start()
     return backend
+
+
+def _celery_backend(app: Flask) -> JobBackend:
+    # Imported here so that a web process on the embedded backend never imports Celery.
+    from webapp.jobs.celery_backend import CeleryBackend, make_celery
+
+    return CeleryBackend(
+        make_store(app),
+        make_celery(app),
+        mode=app.config["JOBS_MODE"],
+        progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
+        kill_after=app.config["JOBS_KILL_AFTER"],
+        stale_after=app.config["JOBS_STALE_AFTER"],
+        sweep_interval=app.config["JOBS_SWEEP_INTERVAL"],
+    )
 
 
 def get_jobs() -> JobBackend:

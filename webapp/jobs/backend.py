@@ -7,18 +7,23 @@ settings; every one of them writes rows through the job store first, then tells 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from webapp.jobs.settings import JobSettings
 from webapp.jobs.store import JobStore
+from webapp.jobs.task import run_job
 
 
 class JobBackend:
     name = "base"
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, *, mode: str = "thread", progress_interval: float = 0.25):
         self.store = store
+        self.mode = mode
+        self.progress_interval = progress_interval
+        # Tests: called with the job id after each progress write of an in-process run.
+        self.progress_hook: Callable[[int], None] | None = None
 
     @property
     def database(self):
@@ -79,3 +84,14 @@ class JobBackend:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop whatever `start` started."""
+
+    # ----- in-process runs (tests: manual and inline modes) ----------------------------------
+    def run_next(self) -> int | None:
+        """Train the oldest queued job in this thread, start to finish. Returns its id.
+
+        The same task a worker runs (webapp/jobs/task.py), without a child process."""
+        job_id = self.store.claim_next()
+        if job_id is None:
+            return None
+        run_job(self.store, job_id, interval=self.progress_interval, on_write=self.progress_hook)
+        return job_id

@@ -20,13 +20,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.process import Supervisor, TrainingChild
 from webapp.jobs.store import JobStore
-from webapp.jobs.task import run_job
 from webapp.models import JobStatus
 
 log = logging.getLogger(__name__)
@@ -77,12 +75,8 @@ class EmbeddedRunner(JobBackend):
         progress_interval: float = 0.25,
         kill_after: float = 1.0,
     ) -> None:
-        super().__init__(store)
-        self.mode = mode
-        self.progress_interval = progress_interval
+        super().__init__(store, mode=mode, progress_interval=progress_interval)
         self.supervisor = Supervisor(store, interval=progress_interval / 2, kill_after=kill_after)
-        # Tests: called with the job id after each progress write of an in-process run.
-        self.progress_hook: Callable[[int], None] | None = None
         self._lock = RunnerLock(lock_path) if lock_path is not None else None
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -175,12 +169,3 @@ class EmbeddedRunner(JobBackend):
 
     def _spawn(self, job_id: int) -> TrainingChild:
         return self.supervisor.spawn(job_id)
-
-    # ----- in-process runs: manual and inline modes ------------------------------------------
-    def run_next(self) -> int | None:
-        """Train the oldest queued job in this thread, start to finish. Returns its id."""
-        job_id = self.store.claim_next()
-        if job_id is None:
-            return None
-        run_job(self.store, job_id, interval=self.progress_interval, on_write=self.progress_hook)
-        return job_id

@@ -1,0 +1,316 @@
+"""The Celery backend with real workers on a real Redis broker (BPE_JOB_BACKEND=celery).
+
+These need TEST_BROKER_URL (`sh scripts/redis-test-server.sh` prints one); without it they
+skip with a message, and under BPE_REQUIRE_SERVICES=1 (CI) they fail instead. They run on
+SQLite, or on PostgreSQL with TEST_DATABASE_URL, like every web test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+import bpe
+from tests.conftest import need_broker
+from webapp import create_app
+from webapp.jobs.celery_backend import TASK_NAME
+from webapp.jobs.settings import JobSettings
+from webapp.models import Corpus, Tokenizer, TrainingJob, utcnow
+from webapp.uploads import store_text
+
+pytestmark = pytest.mark.celery
+
+
+@pytest.fixture
+def celery_config(app_config):
+    app_config.update(
+        JOB_BACKEND="celery",
+        CELERY_BROKER_URL=need_broker(),
+        JOBS_MODE="thread",
+        JOBS_PROGRESS_INTERVAL=0.1,
+    )
+    app_config.setdefault("JOB_QUEUE", f"bpe-test-{os.urandom(6).hex()}")
+    return app_config
+
+
+@pytest.fixture
+def web(celery_config):
+    """A web app on the celery backend (it sends job ids; it never trains)."""
+    app = create_app(celery_config, run_jobs=True)
+    yield app
+    app.extensions["bpe_jobs"].stop()
+    app.extensions["bpe_db"].dispose()
+
+
+def job(app, job_id: int) -> TrainingJob:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.get_one(TrainingJob, job_id)
+
+
+def count_tokenizers(app) -> int:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.execute(select(func.count()).select_from(Tokenizer)).scalar_one()
+
+
+def wait_for(predicate, timeout: float = 90.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+def corpus_of(app, text: str):
+    row, _ = store_text(
+        app.extensions["bpe_db"], text, name="c", tmp_dir=app.config["UPLOAD_TMP_DIR"]
+    )
+    return row
+
+
+def submit(app, corpus_id: int, **settings) -> int:
+    return app.extensions["bpe_jobs"].submit(corpus_id, JobSettings(**settings))
+
+
+def test_the_web_process_imports_celery_only_when_configured(tmp_path):
+    import subprocess
+    import sys
+
+    check = (
+        "import sys; from webapp import create_app; create_app({'DATABASE_URL': sys.argv[1]});"
+        " print('celery' in sys.modules)"
+    )
+    url = f"sqlite:///{tmp_path / 'e.sqlite3'}"
+    env = {k: v for k, v in os.environ.items() if k != "BPE_JOB_BACKEND"}
+    result = subprocess.run(
+        [sys.executable, "-c", check, url], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.stdout.strip() == "False", result.stderr
+
+
+def test_a_worker_trains_a_job_and_only_the_id_travels(web, celery_workers, random_words):
+    text = random_words(4000)
+    corpus = corpus_of(web, text)
+    job_id = submit(web, corpus.id, trainer="efficient", vocab_size=400)
+    celery_workers()
+    wait_for(lambda: job(web, job_id).finished)
+    done = job(web, job_id)
+    assert done.status == "succeeded", done.error
+    expected = bpe.train(text, vocab_size=400, trainer="reference")
+    with web.extensions["bpe_db"].read_scope() as session:
+        row = session.get_one(Tokenizer, done.tokenizer_id)
+        from webapp.convert import load_tokenizer
+
+        assert load_tokenizer(session, row).merges == expected.merges
+
+
+def test_a_worker_killed_mid_job_leaves_nothing_running_and_a_rerun_matches(
+    web, celery_workers, random_words, make_tokenizer
+):
+    other = make_tokenizer()  # an unrelated tokeniser that must survive untouched
+    text = random_words(20000, seed=3)
+    corpus = corpus_of(web, text)
+    job_id = submit(web, corpus.id, trainer="reference", vocab_size=420)
+    worker = celery_workers()
+    wait_for(lambda: job(web, job_id).merges_done >= 3)
+    os.kill(worker.process.pid, signal.SIGKILL)  # the whole worker, as a lost machine would
+    worker.process.wait(10)
+
+    # Its training child notices and marks the job; a sweep would do it for a lost machine.
+    wait_for(lambda: job(web, job_id).status != "running", timeout=60)
+    assert job(web, job_id).status == "interrupted"
+    with web.extensions["bpe_db"].read_scope() as session:
+        stored = session.get_one(Corpus, corpus.id)
+        assert hashlib.sha256(stored.text.encode()).hexdigest() == corpus.sha256
+        assert session.get_one(Tokenizer, other.id).merge_count == len(other.tok.merges)
+    assert count_tokenizers(web) == 1
+
+    # Run it again on a fresh worker: the same merges as an uninterrupted run.
+    rerun_id = web.extensions["bpe_jobs"].rerun(job_id)
+    celery_workers()
+    wait_for(lambda: job(web, rerun_id).finished, timeout=180)
+    again = job(web, rerun_id)
+    assert again.status == "succeeded", again.error
+    expected = bpe.train(text, vocab_size=420, trainer="reference")
+    with web.extensions["bpe_db"].read_scope() as session:
+        from webapp.convert import load_tokenizer
+
+        row = session.get_one(Tokenizer, again.tokenizer_id)
+        assert load_tokenizer(session, row).merges == expected.merges
+    assert job(web, job_id).status == "interrupted"  # the old one stays as it was
+
+
+def test_a_duplicated_task_message_creates_one_tokenizer(web, celery_workers, random_words):
+    corpus = corpus_of(web, random_words(6000, seed=5))
+    job_id = submit(web, corpus.id, trainer="reference", vocab_size=330)
+    celery = web.extensions["celery"]
+    for copy in range(3):  # the same job id, delivered again (as a broker may)
+        celery.send_task(TASK_NAME, args=[job_id], task_id=f"dup-{job_id}-{copy}")
+    worker = celery_workers(concurrency=2)
+    wait_for(lambda: job(web, job_id).finished)
+    assert job(web, job_id).status == "succeeded"
+    # Give the duplicates time to be taken and dropped, then count.
+    wait_for(lambda: worker.log_path.read_text().count("succeeded in") >= 4, timeout=90)
+    assert count_tokenizers(web) == 1
+
+
+@pytest.fixture
+def web_without_kill(celery_config):
+    """The worker's force-kill pushed out of reach: a cancel must be seen by the training."""
+    celery_config["JOBS_KILL_AFTER"] = 600.0
+    app = create_app(celery_config, run_jobs=True)
+    yield app
+    app.extensions["bpe_jobs"].stop()
+    app.extensions["bpe_db"].dispose()
+
+
+def test_cancel_reaches_a_worker_through_the_row(web_without_kill, celery_workers, random_words):
+    web = web_without_kill
+    corpus = corpus_of(web, random_words(60000))
+    job_id = submit(web, corpus.id, trainer="reference", vocab_size=20000)
+    celery_workers()
+    wait_for(lambda: job(web, job_id).merges_done > 0)
+    asked = time.monotonic()
+    assert web.extensions["bpe_jobs"].request_cancel(job_id)
+    wait_for(lambda: job(web, job_id).status == "cancelled", timeout=20)
+    print(f"cancel took {time.monotonic() - asked:.2f} s")
+    assert count_tokenizers(web) == 0
+
+
+def test_the_sweep_marks_jobs_without_a_heartbeat_interrupted(web, make_corpus):
+    corpus = make_corpus()
+    database = web.extensions["bpe_db"]
+    with database.session_scope() as session:
+        rows = [
+            TrainingJob(corpus_id=corpus.id, settings="{}", status="running", heartbeat_at=beat)
+            for beat in (utcnow() - timedelta(minutes=5), utcnow())
+        ]
+        session.add_all(rows)
+        session.flush()
+        lost, alive = rows[0].id, rows[1].id
+    assert web.extensions["bpe_jobs"].sweep() == 1
+    assert job(web, lost).status == "interrupted" and "heartbeat" in job(web, lost).error
+    assert job(web, alive).status == "running"
+
+
+# ----- several web processes -------------------------------------------------------------------
+class Pinned:
+    """One keep-alive HTTP connection, and so one gunicorn worker process behind it."""
+
+    def __init__(self, port: int, log_path) -> None:
+        import http.client
+        import uuid
+
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        probe = uuid.uuid4().hex
+        self.request("GET", f"/?probe={probe}")
+        line = wait_for(lambda: _log_line(log_path, probe), timeout=10)
+        self.pid = int(line.split()[0].strip("<>"))
+
+    def request(self, method: str, path: str, body: bytes | None = None):
+        headers = {"Content-Type": "application/x-www-form-urlencoded"} if body else {}
+        self.connection.request(method, path, body=body, headers=headers)
+        response = self.connection.getresponse()
+        response.read()
+        return response
+
+
+def _log_line(log_path, needle: str) -> str | None:
+    if not log_path.exists():
+        return None
+    return next((line for line in log_path.read_text().splitlines() if needle in line), None)
+
+
+@pytest.mark.slow
+def test_three_web_processes_share_the_jobs_and_cancel_across_them(
+    web, celery_config, celery_workers, random_words, tmp_path
+):
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    access_log = tmp_path / "access.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": celery_config["DATABASE_URL"],
+        "BPE_JOB_BACKEND": "celery",
+        "CELERY_BROKER_URL": celery_config["CELERY_BROKER_URL"],
+        "BPE_JOB_QUEUE": celery_config["JOB_QUEUE"],
+        "PORT": str(port),
+        "WEB_CONCURRENCY": "3",
+        "BPE_AUTO_MIGRATE": "0",
+    }
+    gunicorn = Path(sys.executable).parent / "gunicorn"
+    server = subprocess.Popen(
+        [str(gunicorn), "--config", "python:webapp.gunicorn_conf", "webapp.wsgi:app"]
+        + ["--keep-alive", "60", "--access-logfile", str(access_log)]
+        + ["--access-logformat", "%(p)s %(r)s %(s)s"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: _answers(port), timeout=60)
+        pinned: dict[int, Pinned] = {}
+        for _ in range(60):  # connections land on workers as the kernel likes: collect three
+            one = Pinned(port, access_log)
+            pinned.setdefault(one.pid, one)
+            if len(pinned) == 3:
+                break
+        assert len(pinned) == 3, f"only reached processes {sorted(pinned)}"
+        a, b, c = pinned.values()
+        celery_workers()
+        celery_workers()
+
+        big = corpus_of(web, random_words(60000))
+        response = a.request(
+            "POST", f"/c/{big.slug}/train", b"mode=chunked&vocab_size=20000&trainer=reference"
+        )
+        assert response.status == 303
+        long_job = int(response.getheader("Location").rsplit("/", 1)[-1])
+        wait_for(lambda: job(web, long_job).merges_done > 0)
+        assert b.request("POST", f"/c/{big.slug}/jobs/{long_job}/cancel").status == 303
+        wait_for(lambda: job(web, long_job).status == "cancelled", timeout=30)
+
+        small = corpus_of(web, random_words(3000, seed=9))
+        submitted = []
+        for client in (a, b, c, a, b, c):
+            form = f"mode=chunked&vocab_size={300 + len(submitted)}&trainer=efficient".encode()
+            response = client.request("POST", f"/c/{small.slug}/train", form)
+            assert response.status == 303
+            submitted.append(int(response.getheader("Location").rsplit("/", 1)[-1]))
+        wait_for(lambda: all(job(web, j).finished for j in submitted), timeout=240)
+        assert all(job(web, j).status == "succeeded" for j in submitted)
+        with web.extensions["bpe_db"].read_scope() as session:
+            made = session.execute(
+                select(TrainingJob.tokenizer_id).where(TrainingJob.id.in_(submitted))
+            ).scalars()
+            assert len(set(made)) == len(submitted)  # each ran once, each its own tokeniser
+        assert count_tokenizers(web) == len(submitted)
+        # The submissions really came through three different processes.
+        posts = [line for line in access_log.read_text().splitlines() if "/train " in line]
+        assert len({line.split()[0] for line in posts}) == 3
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _answers(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
