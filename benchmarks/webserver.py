@@ -27,7 +27,8 @@ def _serve(database_url: str, tmp_dir: str, port_queue, burn: dict | None) -> No
             "UPLOAD_TMP_DIR": tmp_dir,
             "JOBS_MODE": "thread",
             "SECRET_KEY": "bench",
-        }
+        },
+        run_jobs=True,  # this process runs the jobs, as the README's server does
     )
     if burn is not None:  # the peer: training in a thread of the web process itself
         import threading

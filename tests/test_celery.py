@@ -1,7 +1,7 @@
 """The Celery backend with real workers on a real Redis broker (BPE_JOB_BACKEND=celery).
 
 These need TEST_BROKER_URL (`sh scripts/redis-test-server.sh` prints one); without it they
-skip with a message, and under BPE_REQUIRE_SERVICES=1 (CI) they fail instead. They run on
+skip with a message, and under BPE_TESTS_NO_SKIP=1 (CI) they fail instead. They run on
 SQLite, or on PostgreSQL with TEST_DATABASE_URL, like every web test.
 """
 
