@@ -46,6 +46,16 @@ def why_token_index(values: Mapping[str, str], views: Sequence[TokenView]) -> in
     raise UserError("Say which token to explain: click one, or give its number.", status=400)
 
 
+def merge_views(tok: bpe.Tokenizer, merge: tuple[int, int, int] | None) -> list[TokenView]:
+    """Left, right and merged token of the scrubber's merge k, whitespace shown."""
+    if merge is None:
+        return []
+    return [
+        token_view(info, invalid="hex", whitespace=True, colour=i)
+        for i, info in enumerate(token_infos(tok, merge))
+    ]
+
+
 def _chips(
     tok: bpe.Tokenizer, ids: Sequence[int], marked: frozenset[int] | set[int] = frozenset()
 ) -> list[dict[str, Any]]:

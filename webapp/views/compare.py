@@ -36,6 +36,7 @@ from webapp.htmx import is_fragment_request, page_or_fragment, refuse_in_place
 from webapp.jobs import get_jobs, parse_settings
 from webapp.pages import get_corpus_or_404, get_job_or_404, render_corpus
 from webapp.playground import Display, check_playground_text, list_display
+from webapp.replay_views import merge_views
 from webapp.segmentation import boundary_diff, clamp_merges, scrub, view_marks
 from webapp.token_display import counts, token_infos, token_view, token_views
 
@@ -202,16 +203,6 @@ def _scrub_setting(sides: list[dict], values) -> dict:
     return {"by": by, "k": k, "high": high, "per_side": per_side, "full": k == high}
 
 
-def merge_views(tok, merge: tuple[int, int, int] | None, display: Display) -> list:
-    """Left, right and merged token of one merge, as the merge lists show them."""
-    if merge is None:
-        return []
-    return [
-        token_view(info, invalid="hex", whitespace=True, colour=i)
-        for i, info in enumerate(token_infos(tok, merge))
-    ]
-
-
 _NO_MARK = ("", "")
 
 
@@ -251,7 +242,7 @@ def _encoded(context: dict, values) -> dict:
                 "views": views,
                 "counts": counts(text, ids),
                 "scrub": cut,
-                "merge_views": merge_views(tok, cut.merge, display),
+                "merge_views": merge_views(tok, cut.merge),
             }
         )
     diff = boundary_diff(

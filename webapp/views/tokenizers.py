@@ -36,8 +36,8 @@ from webapp.playground import (
     load_share,
     save_share,
 )
-from webapp.replay_views import replay_views, scrub_arg, why_token_index
-from webapp.segmentation import Scrub, clamp_merges, replay_token, scrub
+from webapp.replay_views import merge_views, replay_views, scrub_arg, why_token_index
+from webapp.segmentation import clamp_merges, replay_token, scrub
 from webapp.token_display import (
     counts,
     token_infos,
@@ -183,18 +183,9 @@ def _playground(
         display=display,
         k=k,
         sc=cut,
-        merge_views=_scrub_merge_views(tok, cut),
+        merge_views=merge_views(tok, cut.merge if cut else None),
         replay=replay_views(tok, replayed, ids) if replayed else None,
     )
-
-
-def _scrub_merge_views(tok: bpe.Tokenizer, cut: Scrub | None) -> list:
-    if cut is None or cut.merge is None:
-        return []
-    return [
-        token_view(info, invalid="hex", whitespace=True, colour=i)
-        for i, info in enumerate(token_infos(tok, cut.merge))
-    ]
 
 
 @bp.route("/<slug>/why", methods=["GET", "POST"])
