@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, make_response, render_template, request
+from flask import Response, make_response, render_template, request, url_for
 
 from webapp.errors import TITLES, UserError, error_response
+from webapp.playground import Display
 
 
 def is_fragment_request() -> bool:
@@ -35,3 +36,29 @@ def refuse_in_place(exc: UserError):
             "tokenizers/_error.html", title=title, message=exc.message
         ), exc.status
     return error_response(exc.status, exc.message)
+
+
+# ----- lists whose state lives in the URL (vocabulary, merges) ------------------------------
+def list_url_args(query: Any, display: Display) -> dict:
+    """The shortest query string for a list's state: defaults and empty fields left out."""
+    args = query.query()
+    if not display.whitespace:
+        args["ws"] = "0"  # lists show whitespace unless told not to
+    if display.invalid == "replace":
+        args["invalid"] = "replace"
+    return args
+
+
+def noisy_query(args: Any) -> bool:
+    """A plain (no-JavaScript) form GET sends every field, empty ones and the checkbox's
+    hidden fallback too (`&category=&min_len=&ws=1&ws=0`); such URLs are sent on to the
+    short form, so what the address bar shows (and gets shared) is only what was chosen."""
+    return any(not value for value in args.values()) or len(args.getlist("ws")) > 1
+
+
+def list_page_or_fragment(endpoint: str, url_args: dict, page_template: str, fragment: str, **ctx):
+    """page_or_fragment, telling htmx which short URL to push (not the form's every field)."""
+    response = page_or_fragment(page_template, fragment, **ctx)
+    if is_fragment_request():
+        response.headers["HX-Push-Url"] = url_for(endpoint, slug=ctx["row"].slug, **url_args)
+    return response

@@ -28,7 +28,14 @@ from bpe.token_info import CATEGORIES, merge_tree, token_category
 from webapp import browse, db, listings
 from webapp.convert import load_tokenizer
 from webapp.errors import UserError
-from webapp.htmx import is_fragment_request, page_or_fragment, refuse_in_place
+from webapp.htmx import (
+    is_fragment_request,
+    list_page_or_fragment,
+    list_url_args,
+    noisy_query,
+    page_or_fragment,
+    refuse_in_place,
+)
 from webapp.playground import (
     Display,
     check_playground_text,
@@ -61,31 +68,6 @@ def _limits() -> dict:
 
 
 bp.register_error_handler(UserError, refuse_in_place)
-
-
-def list_url_args(query, display: Display) -> dict:
-    """The shortest query string for a list's state: defaults and empty fields left out."""
-    args = query.query()
-    if not display.whitespace:
-        args["ws"] = "0"  # lists show whitespace unless told not to
-    if display.invalid == "replace":
-        args["invalid"] = "replace"
-    return args
-
-
-def noisy_query(args) -> bool:
-    """A plain (no-JavaScript) form GET sends every field, empty ones and the checkbox's
-    hidden fallback too (`&category=&min_len=&ws=1&ws=0`); such URLs are sent on to the
-    short form, so what the address bar shows (and gets shared) is only what was chosen."""
-    return any(not value for value in args.values()) or len(args.getlist("ws")) > 1
-
-
-def list_page_or_fragment(endpoint: str, url_args: dict, page_template: str, fragment: str, **ctx):
-    """page_or_fragment, telling htmx which short URL to push (not the form's every field)."""
-    response = page_or_fragment(page_template, fragment, **ctx)
-    if is_fragment_request():
-        response.headers["HX-Push-Url"] = url_for(endpoint, slug=ctx["row"].slug, **url_args)
-    return response
 
 
 def _tokenizer_context(slug: str) -> dict:
