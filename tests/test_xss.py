@@ -42,6 +42,7 @@ OUR_HTMX = {
     "hx-target",
     "hx-trigger",
     "hx-push-url",
+    "hx-swap",
     "hx-on::before-swap",
     "hx-sync",  # the encode forms: one request at a time, the newest wins
 }
@@ -61,7 +62,9 @@ class TagCollector(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
-def check_page(html: str, where: str) -> None:
+def check_page(
+    html: str, where: str, *, hx_prefixes: tuple[str, ...] = ("/t/", "/compare/")
+) -> None:
     for payload in NEVER_RAW:
         assert payload not in html, (where, payload)
     raw = sorted({f"U+{ord(c):04X}" for c in html if needs_escape(c) and c not in "\r"})
@@ -79,7 +82,7 @@ def check_page(html: str, where: str) -> None:
             if name.startswith("hx-"):
                 assert name in OUR_HTMX, (where, name)
                 if name in ("hx-get", "hx-post"):
-                    assert value.startswith(("/t/", "/compare/")), (where, value)
+                    assert value.startswith(hx_prefixes), (where, value)
                     hx_attributes += 1
     # every `hx-get=`/`hx-post=` in the source is one of the attributes counted above
     assert html.count("hx-get=") + html.count("hx-post=") == hx_attributes, where
@@ -164,3 +167,25 @@ def test_the_checker_catches_raw_payloads() -> None:
         except AssertionError:
             continue
         raise AssertionError(f"check_page let {bad!r} through")
+
+
+def test_the_job_pages_show_special_tokens_and_patterns_as_chips(client, make_corpus):
+    corpus = make_corpus("evil text \u202e here " * 20)
+    form = {
+        "mode": "chunked",
+        "pattern": "custom",
+        "custom_pattern": "\u202e|\\w+|\\s+",
+        "vocab_size": "300",
+        "special_tokens": "<|\u202eend|>\n<script>x</script>",
+    }
+    response = client.post(f"/c/{corpus.slug}/train", data=form)
+    assert response.status_code == 303, response.data
+    job_page = response.headers["Location"]
+    html = client.get(job_page).data.decode("utf-8")
+    check_page(html, job_page, hx_prefixes=(f"/c/{corpus.slug}/",))
+    assert "U+202E" in html  # the special token, as a chip (a custom pattern shows as "custom")
+    compare = client.post(f"/c/{corpus.slug}/compare", data=form)
+    assert compare.status_code == 303, compare.data
+    html = client.get(compare.headers["Location"]).data.decode("utf-8")
+    check_page(html, compare.headers["Location"], hx_prefixes=(f"/c/{corpus.slug}/",))
+    assert "U+202E" in html
