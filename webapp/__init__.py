@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Flask
 
-from webapp import config, db, errors, jobs, template_filters
+from webapp import config, db, errors, jobs, template_filters, uploads
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -49,5 +49,11 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
 
     # A process without the schema (AUTO_MIGRATE off, not upgraded yet) cannot run jobs yet.
     schema_ready = db.current_revision(app.extensions["bpe_db"]) is not None
+    if run_jobs:
+        # The serving process: uploads cut off by a killed server leave temp files; those of
+        # uploads still running (in any process) are locked and stay.
+        removed = uploads.remove_leftovers(app.config["UPLOAD_TMP_DIR"])
+        if removed:
+            app.logger.info("removed %d upload temp file(s) left by a stopped server", removed)
     jobs.init_app(app, run_jobs=run_jobs and schema_ready)
     return app

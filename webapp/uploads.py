@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import fcntl
 import hashlib
 import os
 import tempfile
@@ -91,24 +92,65 @@ class NormalizedText:
     char_count: int
     line_count: int
     source_encoding: str
+    lock_fd: int = -1  # held open with an exclusive flock until discarded (see remove_leftovers)
 
     def discard(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)
+            self.lock_fd = -1
+
+
+TMP_PREFIX = "upload-"
 
 
 def normalize_stream(stream: ByteReader, *, limit: int, tmp_dir: str) -> NormalizedText:
     """Validate and normalise a byte stream into a temporary UTF-8 file (caller discards it)."""
     os.makedirs(tmp_dir, exist_ok=True)
-    fd, path = tempfile.mkstemp(prefix="upload-", suffix=".txt", dir=tmp_dir)
+    fd, path = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".txt", dir=tmp_dir)
     try:
-        with os.fdopen(fd, "wb") as out:
+        # The lock says "in use" to remove_leftovers; the kernel drops it when this process dies.
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(fd, "wb", closefd=False) as out:
             result = _normalize_into(stream, out, limit=limit)
-        result.path = path
+        result.path, result.lock_fd = path, fd
         return result
     except BaseException:
         os.unlink(path)
+        os.close(fd)
         raise
+
+
+def remove_leftovers(tmp_dir: str) -> int:
+    """Delete upload temp files that no live process holds (a killed server left them).
+
+    Returns how many went. A file still locked belongs to an upload in progress elsewhere.
+    """
+    removed = 0
+    try:
+        names = os.listdir(tmp_dir)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if not name.startswith(TMP_PREFIX):
+            continue
+        path = os.path.join(tmp_dir, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed += 1
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> NormalizedText:
