@@ -10,7 +10,15 @@ from sqlalchemy import Column, Integer, MetaData, Table, Text, inspect
 from webapp import db
 from webapp.models import Base
 
-TABLES = {"corpora", "tokenizers", "merges", "vocab_entries", "training_jobs", "playground_shares"}
+TABLES = {
+    "corpora",
+    "corpus_previews",
+    "tokenizers",
+    "merges",
+    "vocab_entries",
+    "training_jobs",
+    "playground_shares",
+}
 
 
 def _tables(database: db.Database) -> set[str]:
@@ -89,3 +97,38 @@ def test_corpus_text_is_the_last_column(app):
     """Uploads stream into a zeroblob placeholder, which SQLite keeps lazy only at a row's end."""
     columns = [c["name"] for c in inspect(app.extensions["bpe_db"].engine).get_columns("corpora")]
     assert columns[-1] == "text"
+
+
+def test_previews_of_existing_corpora_are_backfilled(app_config):
+    """Corpora stored before the preview table get theirs from the migration, cut at a whole
+    character, from a few kilobytes of the text (blob I/O on SQLite, a substring elsewhere)."""
+    from sqlalchemy import text as sql
+
+    database = db.Database(app_config["DATABASE_URL"])
+    try:
+        db.upgrade(database, "0005_playground_shares")
+        long_text = "é東😀x" * 1000  # 4,000 characters, 10,000 bytes: a cut lands mid-character
+        with database.session_scope() as session:
+            for n, body in enumerate([long_text, "short\u202e one"]):
+                session.execute(
+                    sql(
+                        "INSERT INTO corpora (slug, name, size_bytes, sha256, char_count,"
+                        " line_count, source_encoding, created_at, text) VALUES (:slug, 'c',"
+                        " :size, :sha, :chars, 1, 'utf-8', CURRENT_TIMESTAMP, :text)"
+                    ),
+                    {
+                        "slug": f"s{n}",
+                        "size": len(body.encode()),
+                        "sha": f"{n:064d}",
+                        "chars": len(body),
+                        "text": body,
+                    },
+                )
+        db.upgrade(database)
+        with database.read_scope() as session:
+            rows = session.execute(
+                sql("SELECT text FROM corpus_previews ORDER BY corpus_id")
+            ).scalars()
+            assert list(rows) == [long_text[:2000], "short\u202e one"]
+    finally:
+        database.dispose()

@@ -4,10 +4,10 @@ session in and render what comes back; they write no queries of their own."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from webapp.models import Corpus, Tokenizer
+from webapp.models import Corpus, CorpusPreview, Tokenizer
 from webapp.slugs import looks_like_slug
 
 RECENT = 10
@@ -45,14 +45,11 @@ def live_corpus(session: Session, slug: str) -> Corpus | None:
     return session.scalar(select(Corpus).where(Corpus.slug == slug, Corpus.deleted_at.is_(None)))
 
 
-def corpus_preview(session: Session, corpus_id: int, *, chars: int) -> str:
-    """The first `chars` characters, read as a bounded substring, never the whole text."""
-    preview = session.scalar(  # characters, or on SQLite possibly the UTF-8 bytes: 4 per char
-        select(func.substr(Corpus.text, 1, chars * 4)).where(Corpus.id == corpus_id)
-    )
-    if isinstance(preview, bytes):
-        preview = preview.decode("utf-8", errors="ignore")
-    return (preview or "")[:chars]
+def corpus_preview(session: Session, corpus_id: int) -> str:
+    """What the upload stored as the corpus's preview, never a read of its text (SQLite loads
+    a whole value even to take a substring of it)."""
+    preview = session.scalar(select(CorpusPreview.text).where(CorpusPreview.corpus_id == corpus_id))
+    return preview or ""
 
 
 def tokenizers_of_corpus(session: Session, corpus_id: int) -> list[Tokenizer]:

@@ -86,6 +86,19 @@ class Corpus(Base):
     jobs: Mapped[list[TrainingJob]] = relationship(back_populates="corpus")
 
 
+class CorpusPreview(Base):
+    """The first PREVIEW_CHARS characters of a corpus, kept apart from its text (computed while
+    the upload streams) so a corpus page never reads the text: SQLite loads a whole value to
+    take even a substring of it. Its own table, since `corpora.text` must stay the last column."""
+
+    __tablename__ = "corpus_previews"
+
+    corpus_id: Mapped[int] = mapped_column(
+        ForeignKey("corpora.id", ondelete="CASCADE"), primary_key=True
+    )
+    text: Mapped[str] = mapped_column(Text)
+
+
 class Tokenizer(Base):
     __tablename__ = "tokenizers"
 

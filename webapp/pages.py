@@ -8,8 +8,7 @@ from flask import abort, render_template
 from webapp import db, listings
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.models import Corpus, TrainingJob
-
-PREVIEW_CHARS = 2000
+from webapp.uploads import PREVIEW_CHARS
 
 
 def get_corpus_or_404(slug: str) -> Corpus:
@@ -50,7 +49,7 @@ def render_corpus(
     html = render_template(
         "corpora/show.html",
         corpus=corpus,
-        preview=listings.corpus_preview(session, corpus.id, chars=PREVIEW_CHARS),
+        preview=listings.corpus_preview(session, corpus.id),
         truncated=corpus.char_count > PREVIEW_CHARS,
         jobs=jobs_of_corpus(session, corpus.id),
         tokenizers=listings.tokenizers_of_corpus(session, corpus.id),

@@ -29,10 +29,11 @@ from sqlalchemy import LargeBinary, func, insert, literal, select
 
 from webapp.db import Database
 from webapp.errors import UserError, human_bytes
-from webapp.models import Corpus, utcnow
+from webapp.models import Corpus, CorpusPreview, utcnow
 from webapp.slugs import new_slug
 
 CHUNK = 1024 * 1024
+PREVIEW_CHARS = 2000  # characters of a corpus shown on its page, stored with the upload
 # Longest BOM first: UTF-32-LE's BOM starts with UTF-16-LE's.
 BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
@@ -92,6 +93,7 @@ class NormalizedText:
     char_count: int
     line_count: int
     source_encoding: str
+    preview: str = ""  # the first PREVIEW_CHARS characters
     lock_fd: int = -1  # held open with an exclusive flock until discarded (see remove_leftovers)
 
     def discard(self) -> None:
@@ -165,7 +167,7 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
     raw_total = len(head)  # bytes of the upload read so far, BOM included
     fed = len(bom)  # raw offset of the first byte not yet given to the decoder
     size = chars = newlines = 0
-    last_char = ""
+    last_char = preview = ""
     chunk = head[len(bom) :]
     while True:
         final = not chunk
@@ -192,6 +194,8 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
             chars += len(text)
             newlines += text.count("\n")
             last_char = text[-1]
+            if len(preview) < PREVIEW_CHARS:
+                preview += text[: PREVIEW_CHARS - len(preview)]
         if final:
             break
         chunk = _read(stream)
@@ -199,7 +203,7 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
     if size == 0:
         raise UserError("The text is empty; upload a file or paste some text with content.")
     lines = newlines + (0 if last_char == "\n" else 1)
-    return NormalizedText("", size, digest.hexdigest(), chars, lines, encoding)
+    return NormalizedText("", size, digest.hexdigest(), chars, lines, encoding, preview)
 
 
 def _read(stream: ByteReader) -> bytes:
@@ -275,6 +279,8 @@ def store_corpus(
         ).scalar_one()
         if database.is_sqlite:
             _stream_into_blob(session, corpus_id, upload)
+        session.add(CorpusPreview(corpus_id=corpus_id, text=upload.preview))
+        session.flush()
         return session.get_one(Corpus, corpus_id), True
 
 
