@@ -4,6 +4,8 @@ stores nothing half-way, and the app works again once the fault is gone."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import io
 import os
 import signal
@@ -11,7 +13,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+from sqlalchemy import func, select
+
+import bpe
+from tests.conftest import SAMPLE_TEXT
 from webapp import create_app
+from webapp.convert import store_tokenizer
+from webapp.models import Corpus, PlaygroundShare
 from webapp.uploads import normalize_stream
 
 
@@ -58,3 +67,97 @@ def test_start_up_removes_temp_files_of_a_killed_upload_but_not_of_a_live_one(ap
     finally:
         live.discard()
     assert _files(tmp_dir) == []
+
+
+# ----- a full disk -------------------------------------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 6 MB tmpfs to fill up (needs root to mount; skipped with a message elsewhere)."""
+    if os.geteuid() != 0:
+        pytest.skip("the disk-full tests mount a small tmpfs, which needs root (CI runs as root)")
+    where = tmp_path / "small-disk"
+    where.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"could not mount a tmpfs for the disk-full tests: {mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _fill(folder) -> str:
+    """Write a filler file until the disk is full; returns its path (delete it to free space)."""
+    path = os.path.join(folder, "filler")
+    with open(path, "wb", buffering=0) as out:
+        block = b"\0" * 65536
+        for _ in range(10_000):  # bounded: far more than the disk holds
+            try:
+                out.write(block)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+        for _ in range(64):  # then the last few pages
+            try:
+                out.write(b"\0" * 4096)
+            except OSError:
+                break
+    return path
+
+
+def _count(app, model) -> int:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.scalar(select(func.count()).select_from(model))
+
+
+def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_disk, tmp_path):
+    app_config["DATABASE_URL"] = f"sqlite:///{small_disk / 'db.sqlite3'}"
+    app_config["UPLOAD_TMP_DIR"] = str(small_disk / "uploads-tmp")
+    app = create_app(app_config)
+    try:
+        client = app.test_client()
+        made = client.post("/api/corpora", json={"text": SAMPLE_TEXT, "name": "before"})
+        assert made.status_code == 201
+        tok = bpe.train(SAMPLE_TEXT, vocab_size=280, trainer="reference")
+        with app.extensions["bpe_db"].session_scope() as session:
+            slug = store_tokenizer(session, tok, corpus_id=1).slug
+        database = app.extensions["bpe_db"]
+        with database.engine.connect() as conn:  # an empty WAL: every write needs new space
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        filler = _fill(small_disk)
+        body = os.urandom(600_000).hex().encode()  # 1.2 MB of text
+
+        # the upload's temporary file cannot be written
+        refused = client.post("/api/corpora?name=big", data=body, content_type="text/plain")
+        assert refused.status_code == 507, refused.data
+        assert refused.is_json and "storage is full" in refused.get_json()["error"]
+        page = client.post("/corpora", data={"text": "pasted " * 20_000, "name": "p"})
+        assert page.status_code == 507 and b"storage is full" in page.data
+        assert "text/html" in page.content_type
+        # the temporary file fits elsewhere, but the row does not fit in the database
+        app.config["UPLOAD_TMP_DIR"] = str(tmp_path / "roomy-tmp")
+        refused = client.post("/api/corpora?name=big", data=body, content_type="text/plain")
+        assert refused.status_code == 507, refused.data
+        shared = client.post(f"/t/{slug}/share", data={"text": "share me " * 5000})
+        assert shared.status_code == 507 and b"storage is full" in shared.data
+        # nothing half-stored, and reading goes on
+        assert _count(app, Corpus) == 1 and _count(app, PlaygroundShare) == 0
+        assert _files(tmp_path / "roomy-tmp") == [] and _files(small_disk / "uploads-tmp") == []
+        assert client.get(f"/t/{slug}").status_code == 200
+        assert client.get("/").status_code == 200
+
+        os.unlink(filler)  # space again: the same requests now succeed
+        app.config["UPLOAD_TMP_DIR"] = str(small_disk / "uploads-tmp")
+        stored = client.post("/api/corpora?name=big", data=body, content_type="text/plain")
+        assert stored.status_code == 201, stored.data
+        assert stored.get_json()["sha256"] == hashlib.sha256(body).hexdigest()
+        assert client.post(f"/t/{slug}/share", data={"text": "share me"}).status_code == 303
+        assert _count(app, Corpus) == 2 and _count(app, PlaygroundShare) == 1
+    finally:
+        app.extensions["bpe_jobs"].stop()
+        app.extensions["bpe_db"].dispose()

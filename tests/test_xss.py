@@ -147,16 +147,21 @@ def test_no_payload_reaches_a_page_raw(app, client, make_corpus, text, mode):
     render_everything(client, slug, tok, text)
 
 
-def test_stray_continuation_bytes_in_a_form_post_do_not_break_the_page(client, make_tokenizer):
+def test_stray_continuation_bytes_in_a_form_post_are_refused_naming_the_offset(
+    client, make_tokenizer
+):
+    # Werkzeug would turn them into U+FFFD silently; the app refuses them, saying where.
     ref = make_tokenizer("ab é 東 " * 20, mode="naive", vocab_size=270)
-    body = b"text=%80%BF%E6%9D" + b"&view=text"
+    body = b"text=ok%80%BF%E6%9D" + b"&view=text"
     response = client.post(
         f"/t/{ref.slug}/encode",
         data=body,
         content_type="application/x-www-form-urlencoded",
     )
-    assert response.status_code == 200
-    check_page(response.data.decode("utf-8"), "stray bytes")
+    assert response.status_code == 400
+    html = response.data.decode("utf-8")
+    check_page(html, "stray bytes")
+    assert "byte offset 2" in html and "0x80" in html
 
 
 def test_the_checker_catches_raw_payloads() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Flask
 
-from webapp import config, db, errors, jobs, template_filters, uploads
+from webapp import config, db, errors, inputs, jobs, template_filters, uploads
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -39,6 +39,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
 
     db.init_app(app)
     errors.init_app(app)
+    inputs.init_app(app)  # before the blueprints: it replaces the `int` URL converter
     template_filters.init_app(app)
 
     from webapp.views import api, compare, corpora, home, tokenizers

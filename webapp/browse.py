@@ -3,52 +3,59 @@ and its merges. Filtering, sorting and paging all happen in the database, so a p
 50,000-entry vocabulary costs the same as a page of a small one.
 
 Both the HTML views and the API read their parameters through `VocabQuery.from_args` and
-`MergeQuery.from_args`, so a link and an API call with the same query string agree.
+`MergeQuery.from_args` (webapp/list_queries.py), so a link and an API call with the same query
+string agree.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import LargeBinary, Select, and_, bindparam, func, or_, select
+from sqlalchemy import LargeBinary, Select, and_, bindparam, false, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from bpe.token_info import CATEGORIES
 from webapp.errors import UserError
+from webapp.list_queries import (  # re-exported: views and tests reach them through browse
+    DEFAULT_PER_PAGE,
+    MATCH_KINDS,
+    MERGE_SORTS,
+    PER_PAGE_CHOICES,
+    VOCAB_KINDS,
+    VOCAB_SORTS,
+    MergeQuery,
+    Paging,
+    Search,
+    VocabQuery,
+    kind_arg,
+    parse_hex,
+    sort_arg,
+    token_filters,
+    with_page,
+)
 from webapp.models import Corpus, Merge, Tokenizer, VocabEntry
 from webapp.slugs import looks_like_slug
 from webapp.token_display import TokenInfo
 
-PER_PAGE_CHOICES = (25, 50, 100, 200)
-DEFAULT_PER_PAGE = 50
-MATCH_KINDS = ("text", "hex", "id")
-VOCAB_SORTS = {
-    # name -> (label, ORDER BY columns); the id breaks ties so paging is stable
-    "id": ("id ↑", (VocabEntry.token_id.asc(),)),
-    "-id": ("id ↓", (VocabEntry.token_id.desc(),)),
-    "-length": ("longest first", (VocabEntry.byte_length.desc(), VocabEntry.token_id.asc())),
-    "length": ("shortest first", (VocabEntry.byte_length.asc(), VocabEntry.token_id.asc())),
-    "-count": (
-        "most frequent pair first",
-        (VocabEntry.pair_count.is_(None), VocabEntry.pair_count.desc(), VocabEntry.token_id),
-    ),
-    "count": (
-        "least frequent pair first",
-        (VocabEntry.pair_count.is_(None), VocabEntry.pair_count.asc(), VocabEntry.token_id),
-    ),
-}
-VOCAB_KINDS = {
-    # name -> label; which ids: merges learned from the corpus, the base ids, special tokens
-    "learned": "learned tokens",
-    "base": "base bytes or characters",
-    "special": "special tokens",
-    "all": "all tokens",
-}
-_HEX_NOISE = re.compile(r"0x|\\x|[\s,:]", re.IGNORECASE)
+__all__ = [  # the names re-exported from list_queries (the module's own are public too)
+    "DEFAULT_PER_PAGE",
+    "MATCH_KINDS",
+    "MERGE_SORTS",
+    "PER_PAGE_CHOICES",
+    "VOCAB_KINDS",
+    "VOCAB_SORTS",
+    "MergeQuery",
+    "Paging",
+    "Search",
+    "VocabQuery",
+    "parse_hex",
+    "sort_arg",
+    "kind_arg",
+    "token_filters",
+    "with_page",
+]
 
 
 # ----- the tokeniser ------------------------------------------------------------------------------
@@ -89,139 +96,17 @@ def check_token_id(row: Tokenizer, token_id: int) -> None:
         )
 
 
-# ----- query-string parsing --------------------------------------------------------------------
-def _int_arg(args: Any, name: str, default: int | None, *, low: int, high: int) -> int | None:
-    raw = (args.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UserError(f"{name} must be a whole number, not {raw[:40]!r}.", status=400) from None
-    if not low <= value <= high:
-        raise UserError(f"{name} must be between {low} and {high}, not {value}.", status=400)
-    return value
-
-
-def parse_hex(raw: str) -> bytes:
-    """'e4 b8', '0xE4B8', '\\xe4\\xb8' -> b'\\xe4\\xb8'; a clear 400 for anything else."""
-    digits = _HEX_NOISE.sub("", raw)
-    if not digits or len(digits) % 2 or not re.fullmatch(r"[0-9a-fA-F]+", digits):
-        raise UserError(
-            f"{raw[:40]!r} is not hex bytes: give pairs of hex digits, like 'e4 b8' or '0x20'.",
-            status=400,
-        )
-    return bytes.fromhex(digits)
-
-
-@dataclass(frozen=True)
-class Paging:
-    page: int = 1
-    per_page: int = DEFAULT_PER_PAGE
-
-    @classmethod
-    def from_args(cls, args: Any) -> Paging:
-        page = _int_arg(args, "page", 1, low=1, high=10**7)
-        per_page = _int_arg(args, "per_page", DEFAULT_PER_PAGE, low=1, high=max(PER_PAGE_CHOICES))
-        return cls(page=page or 1, per_page=per_page or DEFAULT_PER_PAGE)
-
-
-@dataclass(frozen=True)
-class Search:
-    """A search box: text (a substring of the token's bytes), hex bytes, or a token id."""
-
-    q: str = ""
-    match: str = "text"
-
-    @classmethod
-    def from_args(cls, args: Any) -> Search:
-        match = args.get("match", "text")
-        if match not in MATCH_KINDS:
-            raise UserError(f"match must be one of {', '.join(MATCH_KINDS)}.", status=400)
-        return cls(q=args.get("q", "")[:200], match=match)
-
-    def needle(self) -> bytes | None:
-        if not self.q:
-            return None
-        return parse_hex(self.q) if self.match == "hex" else self.q.encode("utf-8", "replace")
-
-    def token_id(self) -> int | None:
-        if self.match != "id" or not self.q.strip():
-            return None
-        try:
-            return int(self.q.strip())
-        except ValueError:
-            raise UserError(f"{self.q[:40]!r} is not a token id.", status=400) from None
-
-
-@dataclass(frozen=True)
-class VocabQuery:
-    search: Search = Search()
-    kind: str = "all"  # VOCAB_KINDS: which part of the id range
-    category: str = ""
-    min_length: int | None = None
-    max_length: int | None = None
-    sort: str = "id"
-    paging: Paging = Paging()
-    default_kind: str = "all"  # the page starts on learned tokens; the API on all of them
-
-    @classmethod
-    def from_args(cls, args: Any, *, default_kind: str = "all") -> VocabQuery:
-        kind = args.get("kind") or default_kind
-        if kind not in VOCAB_KINDS:
-            raise UserError(f"kind must be one of {', '.join(VOCAB_KINDS)}.", status=400)
-        category = args.get("category", "")
-        if category and category not in CATEGORIES:
-            raise UserError(f"category must be one of {', '.join(CATEGORIES)}.", status=400)
-        sort = args.get("sort", "id")
-        if sort not in VOCAB_SORTS:
-            raise UserError(f"sort must be one of {', '.join(VOCAB_SORTS)}.", status=400)
-        return cls(
-            search=Search.from_args(args),
-            kind=kind,
-            category=category,
-            min_length=_int_arg(args, "min_len", None, low=0, high=10**6),
-            max_length=_int_arg(args, "max_len", None, low=0, high=10**6),
-            sort=sort,
-            paging=Paging.from_args(args),
-            default_kind=default_kind,
-        )
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        """Query-string parameters that reproduce this query (with changes), empties left out."""
-        filters = {
-            "kind": self.kind if self.kind != self.default_kind else "",
-            "category": self.category,
-            "min_len": self.min_length,
-            "max_len": self.max_length,
-            "sort": self.sort if self.sort != "id" else "",
-        }
-        return _query_params(self.search, self.paging, filters, changes)
-
-
-@dataclass(frozen=True)
-class MergeQuery:
-    search: Search = Search()
-    paging: Paging = Paging()
-
-    @classmethod
-    def from_args(cls, args: Any) -> MergeQuery:
-        return cls(search=Search.from_args(args), paging=Paging.from_args(args))
-
-    def query(self, **changes: Any) -> dict[str, Any]:
-        return _query_params(self.search, self.paging, {}, changes)
-
-
-def _query_params(search: Search, paging: Paging, filters: dict, changes: dict) -> dict[str, Any]:
-    values = {
-        "q": search.q,
-        "match": search.match if search.q else "",
-        **filters,
-        "per_page": paging.per_page if paging.per_page != DEFAULT_PER_PAGE else "",
-        "page": paging.page if paging.page != 1 else "",
-        **changes,
-    }
-    return {k: v for k, v in values.items() if v not in ("", None)}
+# ----- filters -----------------------------------------------------------------------------------
+def _filter_conditions(entry: Any, query: Any) -> list[Any]:
+    """The token filters of a query as conditions on a vocabulary row (or alias)."""
+    conditions = []
+    if query.category:
+        conditions.append(entry.category == query.category)
+    if query.min_length is not None:
+        conditions.append(entry.byte_length >= query.min_length)
+    if query.max_length is not None:
+        conditions.append(entry.byte_length <= query.max_length)
+    return conditions
 
 
 # ----- pages --------------------------------------------------------------------------------------
@@ -271,12 +156,7 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
         conditions.append(VocabEntry.token_id < base)
     elif query.kind == "special":
         conditions.append(VocabEntry.token_id >= base + row.merge_count)
-    if query.category:
-        conditions.append(VocabEntry.category == query.category)
-    if query.min_length is not None:
-        conditions.append(VocabEntry.byte_length >= query.min_length)
-    if query.max_length is not None:
-        conditions.append(VocabEntry.byte_length <= query.max_length)
+    conditions.extend(_filter_conditions(VocabEntry, query))
     stmt = select(
         VocabEntry.token_id,
         VocabEntry.token_bytes,
@@ -302,6 +182,7 @@ def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
         return and_(alias.tokenizer_id == Merge.tokenizer_id, alias.token_id == column)
 
     ranks = select(Merge.rank).where(Merge.tokenizer_id == row.id)
+    on_new = _filter_conditions(new, query)
     token_id = query.search.token_id()
     if token_id is not None:
         ranks = ranks.where(
@@ -310,15 +191,16 @@ def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
     else:
         needle = query.search.needle()
         if needle is not None:
-            ranks = ranks.join(new, joined(new, Merge.new_id)).where(
-                contains_bytes(session, new.token_bytes, needle)
-            )
+            on_new.append(contains_bytes(session, new.token_bytes, needle))
+    if on_new:
+        ranks = ranks.join(new, joined(new, Merge.new_id)).where(*on_new)
+    if query.kind in ("base", "special"):
+        ranks = ranks.where(false())  # every merged token is a learned one
     total = session.scalar(select(func.count()).select_from(ranks.subquery())) or 0
     paging = query.paging
+    order = MERGE_SORTS[query.sort][1]
     page_ranks = (
-        ranks.order_by(Merge.rank)
-        .limit(paging.per_page)
-        .offset((paging.page - 1) * paging.per_page)
+        ranks.order_by(*order).limit(paging.per_page).offset((paging.page - 1) * paging.per_page)
     )
     rows = session.execute(
         select(
@@ -339,7 +221,7 @@ def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
         .join(right, joined(right, Merge.right_id))
         .join(new, joined(new, Merge.new_id))
         .where(Merge.tokenizer_id == row.id, Merge.rank.in_(page_ranks.scalar_subquery()))
-        .order_by(Merge.rank)
+        .order_by(*order)
     ).all()
     return Page(rows=list(rows), total=total, paging=paging)
 
@@ -377,7 +259,3 @@ class Describer:
             ends_word=ends_word,
             base_kind="character" if self.words else "byte",
         )
-
-
-def with_page(query: Any, page: int) -> Any:
-    return replace(query, paging=replace(query.paging, page=page))

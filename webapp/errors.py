@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from flask import Flask, current_app, jsonify, render_template, request
+from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException, InternalServerError
+
+from webapp import faults
 
 TITLES = {
     400: "Bad request",
@@ -11,8 +14,11 @@ TITLES = {
     405: "Method not allowed",
     413: "Too large",
     422: "Cannot use this input",
+    414: "Address too long",
     429: "Too many jobs",
     500: "Something broke on our side",
+    503: "Try again later",
+    507: "Storage full",
 }
 
 
@@ -85,3 +91,13 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(InternalServerError)
     def _server_error(exc: InternalServerError):
         return error_response(500, "An unexpected error happened; it has been logged.")
+
+    @app.errorhandler(OSError)
+    @app.errorhandler(DBAPIError)
+    def _storage_error(exc: Exception):
+        """A full disk is 507 and an unwritable database 503; anything else is still a 500."""
+        fault = faults.classify(exc)
+        if fault is None:
+            raise exc  # Flask's unhandled path: logged, then the 500 page above
+        app.logger.warning("storage fault on %s %s: %s", request.method, request.path, exc)
+        return error_response(fault.status, fault.message)

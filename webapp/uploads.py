@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -209,7 +210,9 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
 def _read(stream: ByteReader) -> bytes:
     try:
         return stream.read(CHUNK)
-    except OSError:  # the client went away mid-body
+    except OSError as exc:  # the client went away mid-body (or a spooled form hit a full disk)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise
         raise ConnectionDropped() from None
 
 

@@ -19,6 +19,7 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 from webapp import browse, db
 from webapp.convert import load_tokenizer
 from webapp.errors import UserError
+from webapp.inputs import json_object
 from webapp.playground import TextTooLarge, check_text
 from webapp.token_display import counts
 
@@ -34,13 +35,7 @@ def _tokenizer(slug: str):
 
 
 def _json_body() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise UserError(
-            'Send a JSON object with Content-Type: application/json, e.g. {"text": "hello"}.',
-            status=400,
-        )
-    return data
+    return json_object('{"text": "hello"}')
 
 
 @bp.get("/<slug>")

@@ -133,6 +133,15 @@ def _overlap_views(sides: list[dict], shared) -> dict:
 # ----- merges side by side -----------------------------------------------------------------------
 def _merges(context: dict, args) -> dict:
     sides = context["sides"]
+    # The sides are aligned by rank, so this list has no other order and no filters; its
+    # parameters are still checked like every list's, and a filter is refused, not ignored.
+    browse.sort_arg(args, {"rank": None}, "rank")
+    if any(v not in ("", None) for v in browse.token_filters(args).values()):
+        raise UserError(
+            "The side-by-side merges are in rank order and cannot be filtered; filter one"
+            " tokeniser's merges on its own merges page.",
+            status=400,
+        )
     paging = browse.Paging.from_args(args)
     if not args.get("per_page"):
         paging = replace(paging, per_page=MERGES_PER_PAGE)

@@ -14,8 +14,9 @@ from flask import (
     url_for,
 )
 
-from webapp import db
+from webapp import db, faults
 from webapp.errors import UserError, human_bytes
+from webapp.inputs import json_body
 from webapp.jobs import get_jobs, parse_settings
 from webapp.models import Corpus
 from webapp.pages import get_corpus_or_404, render_corpus, render_home
@@ -65,7 +66,9 @@ def _form_source() -> tuple[ByteReader, str | None]:
     try:
         upload = request.files.get("file")
         text = request.form.get("text", "")
-    except OSError:
+    except OSError as exc:
+        if faults.classify(exc) is not None:
+            raise  # the form parser could not spool the file: storage, not the client
         raise ConnectionDropped() from None
     if upload is not None and upload.filename:
         return upload.stream, upload.filename
@@ -108,7 +111,7 @@ def api_upload():
         stream, filename = _form_source()
         name = request.form.get("name")
     elif request.is_json:
-        data = request.get_json(silent=True)
+        data = json_body('{"text": "hello hello", "name": "tiny"}')
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             raise UserError('Send a JSON object with a "text" string (and an optional "name").')
         stream, filename = io.BytesIO(data["text"].encode("utf-8")), data.get("filename")

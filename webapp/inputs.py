@@ -1,0 +1,155 @@
+"""What a request may send, checked once before any view runs or where a view reads a body:
+
+- ids in URLs fit the database's integer columns (PostgreSQL's `integer`, the narrower of the
+  two back ends): a bigger `<int:...>` does not match the route, so it is the same 404 as any
+  unknown id instead of an overflow deep in the driver;
+- URLs are at most MAX_URL_BYTES (414, answered by the app so the JSON API answers JSON);
+- query strings, url-encoded form bodies and JSON bodies are strict UTF-8: Werkzeug would turn
+  a bad byte into U+FFFD silently, and JSON's `\\ud800` escapes give lone surrogates that cannot
+  be stored or encoded. Both are refused with 400 naming where the bad byte or character is;
+- JSON bodies nest at most MAX_JSON_DEPTH deep (Python's parser would recurse until it fails).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from flask import Flask, current_app, request
+from werkzeug.routing import IntegerConverter
+
+from webapp.errors import UserError
+
+DB_ID_MAX = 2**31 - 1
+MAX_URL_BYTES = 8192
+MAX_JSON_DEPTH = 32
+
+
+class DatabaseId(IntegerConverter):
+    """`<int:...>` limited to what an id column can hold."""
+
+    def __init__(self, map, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("max", DB_ID_MAX)
+        super().__init__(map, *args, **kwargs)
+
+
+def in_id_range(value: int) -> bool:
+    return 0 <= value <= DB_ID_MAX
+
+
+# ----- URL and form checks, before every request -------------------------------------------------
+def check_request() -> None:
+    url_bytes = len(request.full_path.encode("utf-8", "surrogateescape"))
+    if url_bytes > MAX_URL_BYTES:
+        raise UserError(
+            f"The address is {url_bytes:,} bytes long; at most {MAX_URL_BYTES:,} are accepted."
+            " Send long text in a POST body instead.",
+            status=414,
+        )
+    _check_urlencoded(request.query_string, "query string")
+    if request.mimetype == "application/x-www-form-urlencoded":
+        length = request.content_length
+        # Bigger (or unsized) bodies are the form parser's to refuse with its own 413.
+        if length is not None and length <= current_app.config["MAX_FORM_MEMORY_SIZE"]:
+            _check_urlencoded(request.get_data(cache=True), "form")
+
+
+def _check_urlencoded(raw: bytes, where: str) -> None:
+    if not raw:
+        return
+    for field in raw.split(b"&"):
+        name, _, value = field.partition(b"=")
+        for part, label in ((name, "name"), (value, "value")):
+            data = unquote_to_bytes(part.replace(b"+", b" "))
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                shown = name.decode("ascii", "replace")[:40]
+                raise UserError(
+                    f"The {where} field {shown!r} is not valid UTF-8: the first bad byte of its"
+                    f" {label} is at byte offset {exc.start} (0x{data[exc.start]:02x}, after"
+                    " percent-decoding). Send text as UTF-8.",
+                    status=400,
+                ) from None
+
+
+# ----- JSON bodies -------------------------------------------------------------------------------
+def json_body(example: str = "") -> Any:
+    """The request's JSON body, parsed strictly; a clear 400 for anything else."""
+    import json
+
+    data = request.get_data(cache=True)
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"The JSON body is not valid UTF-8: the first bad byte is at byte offset {exc.start}"
+            f" (0x{data[exc.start]:02x}).",
+            status=400,
+        ) from None
+    try:
+        value = json.loads(source)
+    except RecursionError:
+        raise _too_deep() from None
+    except json.JSONDecodeError as exc:
+        hint = f" Send e.g. {example}." if example else ""
+        raise UserError(
+            f"The body is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+            f" (character {exc.pos}).{hint}",
+            status=400,
+        ) from None
+    _check_json_value(value)
+    return value
+
+
+def json_object(example: str) -> dict[str, Any]:
+    """A JSON object body (Content-Type: application/json); `example` shows what to send."""
+    if not request.is_json:
+        raise UserError(
+            f"Send a JSON object with Content-Type: application/json, e.g. {example}.", status=400
+        )
+    value = json_body(example)
+    if not isinstance(value, dict):
+        raise UserError(f"Send a JSON object, e.g. {example}.", status=400)
+    return value
+
+
+def _too_deep() -> UserError:
+    return UserError(f"The JSON body nests deeper than {MAX_JSON_DEPTH} levels.", status=400)
+
+
+def _check_json_value(value: Any) -> None:
+    """Depth and lone surrogates, walked without recursion; names the place of the problem."""
+    stack: list[tuple[Any, str, int]] = [(value, "$", 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if isinstance(item, str):
+            _check_string(item, path)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise _too_deep()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                _check_string(key, f"{path} (a key)")
+                stack.append((child, f"{path}.{key[:40]}", depth + 1))
+        else:
+            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+
+
+def _check_string(text: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UserError(
+            f"{path} holds a lone surrogate (U+{ord(text[exc.start]):04X}) at character"
+            f" {exc.start}: it is half of a UTF-16 pair and cannot be UTF-8. Send whole"
+            " characters.",
+            status=400,
+        ) from None
+
+
+def init_app(app: Flask) -> None:
+    app.url_map.converters["int"] = DatabaseId
+    app.before_request(check_request)
