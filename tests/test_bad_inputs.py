@@ -43,6 +43,8 @@ def app_config(app_config):
 def world(app, client, make_tokenizer):
     a = make_tokenizer(vocab_size=300, special_tokens=["<|end|>"])
     b = make_tokenizer(vocab_size=280, mode="naive", pattern=None)
+    c = make_tokenizer(vocab_size=290, mode="words")
+    d = make_tokenizer(vocab_size=270, pattern="gpt2")
     corpus = a.corpus_slug
     job = client.post(f"/c/{corpus}/train", data={"vocab_size": "260"}).headers["Location"]
     job_id = int(job.rsplit("/", 1)[1])
@@ -53,6 +55,8 @@ def world(app, client, make_tokenizer):
         "slug": a.slug,
         "slug_a": a.slug,
         "slug_b": b.slug,
+        "slug_c": c.slug,
+        "slug_d": d.slug,
         "corpus": corpus,
         "job_id": job_id,
         "job_a": job_a,
