@@ -161,3 +161,33 @@ def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_d
     finally:
         app.extensions["bpe_jobs"].stop()
         app.extensions["bpe_db"].dispose()
+
+
+# ----- a corrupt database ----------------------------------------------------------------------
+def test_a_corrupt_database_stops_start_up_with_one_line_naming_the_file(app_config, tmp_path):
+    path = tmp_path / "db.sqlite3"
+    app_config["DATABASE_URL"] = f"sqlite:///{path}"
+    app = create_app(app_config)
+    client = app.test_client()
+    for n in range(30):  # enough rows for the tables to span several pages
+        client.post("/api/corpora", json={"text": f"corpus number {n} " * 200})
+    app.extensions["bpe_jobs"].stop()
+    app.extensions["bpe_db"].dispose()
+    data = bytearray(path.read_bytes())
+    assert len(data) > 8 * 4096
+    data[3 * 4096 : 5 * 4096] = os.urandom(2 * 4096)  # two pages of garbage in the middle
+    path.write_bytes(bytes(data))
+
+    script = "from webapp import create_app; create_app()"
+    env = {**os.environ, "DATABASE_URL": app_config["DATABASE_URL"], "BPE_JOBS_MODE": "manual"}
+    started = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert started.returncode == 1
+    lines = started.stderr.strip().splitlines()
+    assert len(lines) == 1, started.stderr
+    assert str(path) in lines[0] and "corrupt" in lines[0]
+
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(SystemExit, match="is corrupt"):
+        create_app(app_config)

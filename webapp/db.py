@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -138,7 +139,41 @@ def current_revision(database: Database) -> str | None:
 
 
 # ----- Flask wiring -----------------------------------------------------------------------------
+class DatabaseCorrupt(SystemExit):
+    """Start-up stops: the SQLite file fails its integrity check. A SystemExit, so the process
+    ends with this one line on stderr rather than a traceback."""
+
+
+def check_sqlite_file(url: str) -> None:
+    """`PRAGMA quick_check` on an existing SQLite file; raises DatabaseCorrupt naming it."""
+    path = sqlite_path(url)
+    if path is None or not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        # Straight through sqlite3, read-only: no WAL set-up or migration touches a bad file.
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        problems = [str(exc)]
+    if problems != ["ok"]:
+        detail = " ".join("; ".join(problems).split())[:300]  # one line, whatever SQLite said
+        raise DatabaseCorrupt(
+            f"bpe-workbench: the database file {path} is corrupt ({detail})."
+            " Restore it from a backup, or move it away to start with an empty database."
+        )
+
+
+def sqlite_path(url: str) -> Path | None:
+    if url.startswith("sqlite:///") and ":memory:" not in url:
+        return Path(url[len("sqlite:///") :].split("?", 1)[0])
+    return None
+
+
 def init_app(app: Flask) -> Database:
+    check_sqlite_file(app.config["DATABASE_URL"])
     database = Database(app.config["DATABASE_URL"], busy_timeout=app.config["SQLITE_BUSY_TIMEOUT"])
     app.extensions["bpe_db"] = database
     if app.config["AUTO_MIGRATE"]:
