@@ -20,7 +20,7 @@ import bpe
 from tests.conftest import SAMPLE_TEXT
 from webapp import create_app
 from webapp.convert import store_tokenizer
-from webapp.models import Corpus, PlaygroundShare
+from webapp.models import Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob
 from webapp.uploads import normalize_stream
 
 
@@ -191,3 +191,90 @@ def test_a_corrupt_database_stops_start_up_with_one_line_naming_the_file(app_con
     path.write_bytes(b"this is not a database at all" * 100)
     with pytest.raises(SystemExit, match="is corrupt"):
         create_app(app_config)
+
+
+def test_a_job_whose_result_does_not_fit_fails_with_the_reason(
+    app_config, small_disk, random_words
+):
+    app_config["DATABASE_URL"] = f"sqlite:///{small_disk / 'db.sqlite3'}"
+    app_config["JOBS_PROGRESS_INTERVAL"] = 1000.0  # a few small progress writes, no more
+    app = create_app(app_config)
+    try:
+        client = app.test_client()
+        made = client.post("/api/corpora", json={"text": random_words(6000)}).get_json()
+        queued = client.post(f"/c/{made['slug']}/train", data={"vocab_size": "4000"})
+        assert queued.status_code == 303
+        job_id = int(queued.headers["Location"].rsplit("/", 1)[1])
+        with app.extensions["bpe_db"].engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        filler = _fill(small_disk)
+        # room for the job's small status writes, not for 4,000 merges and their vocabulary
+        os.truncate(filler, os.path.getsize(filler) - 96 * 1024)
+        app.extensions["bpe_jobs"].run_next()
+        with app.extensions["bpe_db"].read_scope() as session:
+            job = session.get(TrainingJob, job_id)
+            assert job.status == "failed" and job.tokenizer_id is None
+            assert "could not be stored" in job.error and "storage is full" in job.error
+            assert session.scalar(select(func.count()).select_from(Tokenizer)) == 0
+            assert session.scalar(select(func.count()).select_from(Merge)) == 0
+        page = client.get(queued.headers["Location"]).data.decode()
+        assert "storage is full" in page and "Run again" in page
+
+        os.unlink(filler)  # space again: the same job, run again, succeeds
+        rerun = client.post(f"{queued.headers['Location']}/rerun")
+        assert rerun.status_code == 303
+        app.extensions["bpe_jobs"].run_next()
+        with app.extensions["bpe_db"].read_scope() as session:
+            statuses = [j.status for j in session.scalars(select(TrainingJob))]
+            assert statuses == ["failed", "succeeded"]
+    finally:
+        app.extensions["bpe_jobs"].stop()
+        app.extensions["bpe_db"].dispose()
+
+
+# ----- a database that cannot be written ---------------------------------------------------------
+def test_an_unwritable_database_answers_503_for_writes_while_reads_go_on(app_config, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the read-only test bind-mounts a folder read-only, which needs root")
+    folder, read_only = tmp_path / "db", tmp_path / "db-ro"
+    folder.mkdir()
+    read_only.mkdir()
+    app_config["DATABASE_URL"] = f"sqlite:///{folder / 'db.sqlite3'}"
+    writable = create_app(app_config)
+    client = writable.test_client()
+    slug = client.post("/api/corpora", json={"text": SAMPLE_TEXT}).get_json()["slug"]
+    tok = bpe.train(SAMPLE_TEXT, vocab_size=280, trainer="reference")
+    with writable.extensions["bpe_db"].session_scope() as session:
+        tok_slug = store_tokenizer(session, tok, corpus_id=1).slug
+    writable.extensions["bpe_db"].dispose()
+    # the same files, seen through a read-only mount (root ignores file permissions)
+    for command in (
+        ["mount", "--bind", str(folder), str(read_only)],
+        ["mount", "-o", "remount,ro,bind", str(read_only)],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            subprocess.run(["umount", "-l", str(read_only)], check=False)
+            pytest.skip(f"could not make a read-only bind mount: {done.stderr.strip()}")
+    try:
+        app_config["DATABASE_URL"] = f"sqlite:///{read_only / 'db.sqlite3'}"
+        app = create_app(app_config, run_jobs=True)  # start-up itself copes, jobs included
+        try:
+            client = app.test_client()
+            for url in ("/", f"/c/{slug}", f"/t/{tok_slug}", f"/api/t/{tok_slug}/vocab"):
+                assert client.get(url).status_code == 200, url
+            encoded = client.post(f"/api/t/{tok_slug}/encode", json={"text": "reads work"})
+            assert encoded.status_code == 200
+            refused = client.post("/api/corpora", json={"text": "a new corpus"})
+            assert refused.status_code == 503 and refused.is_json
+            assert "cannot be written" in refused.get_json()["error"]
+            page = client.post(f"/t/{tok_slug}/share", data={"text": "share"})
+            assert page.status_code == 503 and b"cannot be written" in page.data
+            train = client.post(f"/c/{slug}/train", data={"vocab_size": "260"})
+            assert train.status_code == 503
+            assert client.get(f"/c/{slug}").status_code == 200  # and reads still go on
+        finally:
+            app.extensions["bpe_jobs"].stop()
+            app.extensions["bpe_db"].dispose()
+    finally:
+        subprocess.run(["umount", "-l", str(read_only)], check=False)

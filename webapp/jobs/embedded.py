@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+from webapp import faults
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.process import Supervisor, TrainingChild
 from webapp.jobs.store import JobStore
@@ -107,7 +108,13 @@ class EmbeddedRunner(JobBackend):
         if self.mode == "thread" and self._lock is not None and not self._lock.acquire():
             log.warning("another process runs this database's jobs (%s is locked)", self._lock.path)
             return
-        self.recover()
+        try:
+            self.recover()
+        except Exception as exc:
+            if faults.classify(exc) is None:
+                raise
+            # A read-only or full database: pages are still served; jobs wait until it heals.
+            log.warning("jobs left running could not be marked interrupted: %s", exc)
         if self.mode != "thread":
             return
         self._stopping.clear()

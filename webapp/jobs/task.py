@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 import bpe
+from webapp import faults
 from webapp.jobs.settings import JobSettings
 from webapp.jobs.store import JobStore, Update
 from webapp.models import JobStatus
@@ -135,7 +136,9 @@ def run_job(
     try:
         stored = store.store_result(job_id, tok, ticker.elapsed())
     except Exception as exc:  # noqa: BLE001 - the job fails with the reason instead
-        error = f"The trained tokeniser could not be stored: {type(exc).__name__}: {exc}"
+        fault = faults.classify(exc)
+        reason = fault.message if fault else f"{type(exc).__name__}: {exc}"[:500]
+        error = f"The trained tokeniser could not be stored. {reason}"
         return _finish(store, job_id, JobStatus.FAILED, error, ticker.elapsed())
     return JobStatus.SUCCEEDED if stored else store.status(job_id)
 
