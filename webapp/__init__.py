@@ -58,3 +58,10 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
             app.logger.info("removed %d upload temp file(s) left by a stopped server", removed)
     jobs.init_app(app, run_jobs=run_jobs and schema_ready)
     return app
+
+
+def check_database() -> None:
+    """The start-up check of the database alone (a server's master process runs it before any
+    worker builds the app): SystemExit with one line naming a corrupt SQLite file."""
+    settings = {**config.defaults(str(PROJECT_DIR / "instance")), **config.from_env(os.environ)}
+    db.check_sqlite_file(settings["DATABASE_URL"])

@@ -30,6 +30,11 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         lambda v: int(float(v) * MB),
         "Largest pasted text (a form field, held in memory), in MB (default 16).",
     ),
+    "BPE_UPLOAD_TMP_DIR": (
+        "UPLOAD_TMP_DIR",
+        str,
+        "Folder where uploads wait while they are checked (default instance/uploads-tmp).",
+    ),
     "BPE_JOBS_RUNNING": ("JOBS_MAX_RUNNING", int, "Training jobs run at once (default 1)."),
     "BPE_JOBS_QUEUED": (
         "JOBS_MAX_QUEUED",

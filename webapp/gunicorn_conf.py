@@ -13,7 +13,6 @@ import os
 
 bind = f"{os.environ.get('HOST') or '127.0.0.1'}:{os.environ.get('PORT') or '5000'}"
 workers = int(os.environ.get("WEB_CONCURRENCY") or 1)
-worker_class = "gthread"
 threads = int(os.environ.get("BPE_WEB_THREADS") or 8)
 # Uploads of up to BPE_MAX_UPLOAD_MB stream through one request; give slow links time.
 timeout = 300
@@ -22,3 +21,15 @@ accesslog = "-"
 # gunicorn's control socket (one fixed path per user) would clash between several servers on
 # one machine, and nothing here uses it.
 control_socket_disable = True
+# gunicorn's own refusals (a request line it cannot parse) answer JSON like the app's errors;
+# the line may be up to 8 KB, so the app's own 414 (webapp/inputs.py) covers most long URLs.
+worker_class = "webapp.gunicorn_worker.JsonErrorThreadWorker"
+limit_request_line = 8190
+
+
+def on_starting(server) -> None:
+    """A corrupt database stops the server here, in the master, with one line: a worker that
+    exited at boot would only be started again and again."""
+    from webapp import check_database
+
+    check_database()

@@ -1,0 +1,37 @@
+"""gunicorn's gthread worker, answering the errors gunicorn raises itself as JSON.
+
+A request gunicorn cannot even parse (a request line past `limit_request_line`, malformed or
+too many headers) never reaches the app, so gunicorn would answer with its own HTML page; the
+JSON API promises `{"error": ..., "status": ...}` for every error status, 414 included. The
+path of such a request is not known, so every one of them gets the JSON form, which also reads
+fine as text in a browser.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
+
+
+def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
+    message = f"{reason}: {mesg}" if mesg else reason
+    body = json.dumps({"error": message, "status": status_int}).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\n"
+        "Connection: close\r\n"
+        "Content-Type: application/json\r\n"
+        "X-Content-Type-Options: nosniff\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+class JsonErrorThreadWorker(ThreadWorker):
+    def init_process(self) -> None:
+        # This process runs only this worker, so the swap is for its whole life (gunicorn's
+        # Worker.handle_error looks the function up on the module each time).
+        util.write_error = write_json_error  # type: ignore[assignment]
+        super().init_process()
