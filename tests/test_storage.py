@@ -246,8 +246,9 @@ def test_an_unwritable_database_answers_503_for_writes_while_reads_go_on(app_con
     tok = bpe.train(SAMPLE_TEXT, vocab_size=280, trainer="reference")
     with writable.extensions["bpe_db"].session_scope() as session:
         tok_slug = store_tokenizer(session, tok, corpus_id=1).slug
-    writable.extensions["bpe_db"].dispose()
-    # the same files, seen through a read-only mount (root ignores file permissions)
+    # The same files, seen through a read-only mount (root ignores file permissions). The
+    # writable app stays open: SQLite reads a WAL database on read-only media only while its
+    # -wal and -shm files exist, as they do while the server that wrote it runs.
     for command in (
         ["mount", "--bind", str(folder), str(read_only)],
         ["mount", "-o", "remount,ro,bind", str(read_only)],
@@ -278,3 +279,4 @@ def test_an_unwritable_database_answers_503_for_writes_while_reads_go_on(app_con
             app.extensions["bpe_db"].dispose()
     finally:
         subprocess.run(["umount", "-l", str(read_only)], check=False)
+        writable.extensions["bpe_db"].dispose()

@@ -157,6 +157,9 @@ def check_sqlite_file(url: str) -> None:
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return  # cannot even be opened (permissions, a read-only folder): not corruption
         problems = [str(exc)]
     if problems != ["ok"]:
         detail = " ".join("; ".join(problems).split())[:300]  # one line, whatever SQLite said
