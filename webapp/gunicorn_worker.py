@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gunicorn import util
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn import util  # type: ignore[import-untyped]
+from gunicorn.workers.gthread import ThreadWorker  # type: ignore[import-untyped]
 
 
 def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
@@ -33,5 +33,5 @@ class JsonErrorThreadWorker(ThreadWorker):
     def init_process(self) -> None:
         # This process runs only this worker, so the swap is for its whole life (gunicorn's
         # Worker.handle_error looks the function up on the module each time).
-        util.write_error = write_json_error  # type: ignore[assignment]
+        util.write_error = write_json_error
         super().init_process()
