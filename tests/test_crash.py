@@ -155,6 +155,7 @@ def _job_status(path: Path, job_id: int) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.database("sqlite")  # the README's server on its default SQLite database
 def test_kill_9_while_uploading_and_training_loses_nothing_acknowledged(tmp_path):
     rng = random.Random(8)
     corpus_text = training_text()

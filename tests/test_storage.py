@@ -115,6 +115,7 @@ def _count(app, model) -> int:
         return session.scalar(select(func.count()).select_from(model))
 
 
+@pytest.mark.database("sqlite")  # faults of SQLite files
 def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_disk, tmp_path):
     app_config["DATABASE_URL"] = f"sqlite:///{small_disk / 'db.sqlite3'}"
     app_config["UPLOAD_TMP_DIR"] = str(small_disk / "uploads-tmp")
@@ -164,6 +165,7 @@ def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_d
 
 
 # ----- a corrupt database ----------------------------------------------------------------------
+@pytest.mark.database("sqlite")  # faults of SQLite files
 def test_a_corrupt_database_stops_start_up_with_one_line_naming_the_file(app_config, tmp_path):
     path = tmp_path / "db.sqlite3"
     app_config["DATABASE_URL"] = f"sqlite:///{path}"
@@ -193,6 +195,7 @@ def test_a_corrupt_database_stops_start_up_with_one_line_naming_the_file(app_con
         create_app(app_config)
 
 
+@pytest.mark.database("sqlite")  # faults of SQLite files
 def test_a_job_whose_result_does_not_fit_fails_with_the_reason(
     app_config, small_disk, random_words
 ):
@@ -233,6 +236,7 @@ def test_a_job_whose_result_does_not_fit_fails_with_the_reason(
 
 
 # ----- a database that cannot be written ---------------------------------------------------------
+@pytest.mark.database("sqlite")  # faults of SQLite files
 def test_an_unwritable_database_answers_503_for_writes_while_reads_go_on(app_config, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("the read-only test bind-mounts a folder read-only, which needs root")
