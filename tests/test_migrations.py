@@ -106,7 +106,7 @@ def test_previews_of_existing_corpora_are_backfilled(app_config):
 
     database = db.Database(app_config["DATABASE_URL"])
     try:
-        db.upgrade(database, "0005_playground_shares")
+        db.upgrade(database, "0008_control_category")
         long_text = "é東😀x" * 1000  # 4,000 characters, 10,000 bytes: a cut lands mid-character
         with database.session_scope() as session:
             for n, body in enumerate([long_text, "short\u202e one"]):

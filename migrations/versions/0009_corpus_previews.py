@@ -6,8 +6,8 @@ zeroblob placeholder there). Existing corpora are backfilled here in batches of 
 at most a few kilobytes of each text: SQLite through incremental blob I/O, PostgreSQL with a
 server-side substring.
 
-Revision ID: 0006_corpus_previews
-Revises: 0005_playground_shares
+Revision ID: 0009_corpus_previews
+Revises: 0008_control_category
 Create Date: 2026-12-01
 """
 
@@ -16,8 +16,8 @@ import codecs
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_corpus_previews"
-down_revision = "0005_playground_shares"
+revision = "0009_corpus_previews"
+down_revision = "0008_control_category"
 branch_labels = None
 depends_on = None
 

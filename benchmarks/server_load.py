@@ -1,0 +1,343 @@
+"""The README's production server (gunicorn, `make run`'s command) on loopback, measured:
+
+1. encode API under load: 32 clients x 20 s posting 1 KiB texts to /api/t/<slug>/encode while
+   a training job runs, and the same load with no job, side by side in one run (the idle
+   server is the peer: the ratio says what a training costs the pages). Errors, p50/p95/p99,
+   req/s.
+2. memory: 8 concurrent views of a ~190 MB corpus (its page, the home page, the API metadata of
+   a tokeniser trained on it): growth of the worker's peak RSS (VmHWM, reset before through
+   /proc/<pid>/clear_refs) over its RSS before the views.
+
+The clients run in 4 processes x 8 threads (one keep-alive connection each), so the client's
+own GIL is not what is measured. Run:
+
+    .venv/bin/python benchmarks/server_load.py              # both parts
+    .venv/bin/python benchmarks/server_load.py --skip-memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+CORPORA = Path(os.environ.get("BPE_CORPORA_DIR") or ROOT / "corpora-data")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    """The Makefile's gunicorn command in its own session, with its own database."""
+
+    def __init__(self, workdir: Path) -> None:
+        makefile = (ROOT / "Makefile").read_text()
+        command = next(line.strip() for line in makefile.splitlines() if "/gunicorn " in line)
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "PORT": str(self.port),
+            "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
+            "BPE_UPLOAD_TMP_DIR": str(workdir / "uploads-tmp"),
+            "BPE_MAX_UPLOAD_MB": "250",
+            "BPE_JOBS_MODE": "thread",
+        }
+        self.log = open(workdir / "server.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            ["bash", "-c", "exec " + command.replace("$(BIN)", str(BIN))],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=self.log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.base + "/", timeout=5).read()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit("the server did not start; see server.log")
+
+    def worker_pid(self) -> int:
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
+        return int(children.split()[0])
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(30)
+        self.log.close()
+
+
+def request(base: str, method: str, path: str, body: bytes | None = None, ctype: str = ""):
+    headers = {"Content-Type": ctype} if ctype else {}
+    req = urllib.request.Request(base + path, data=body, method=method, headers=headers)
+    with urllib.request.urlopen(req, timeout=600) as response:
+        return response.status, response.read(), response.url
+
+
+def upload_file(base: str, path: Path) -> str:
+    host, port = base.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=600)
+    with open(path, "rb") as body:
+        conn.request(
+            "POST",
+            f"/api/corpora?name={path.name}",
+            body=body,
+            headers={"Content-Type": "text/plain", "Content-Length": str(path.stat().st_size)},
+        )
+    response = conn.getresponse()
+    reply = response.read()
+    assert response.status in (200, 201), reply[:300]
+    return json.loads(reply)["slug"]
+
+
+def start_job(base: str, corpus: str, form: str) -> str:
+    _, _, url = request(
+        base, "POST", f"/c/{corpus}/train", form.encode(), "application/x-www-form-urlencoded"
+    )
+    return url
+
+
+def job_status(job_url: str) -> str:
+    body = urllib.request.urlopen(job_url + "/status", timeout=60).read().decode()
+    return body.split('data-status="', 1)[1].split('"', 1)[0]
+
+
+def wait_status(job_url: str, wanted: set[str], timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = job_status(job_url)
+        if status in wanted:
+            return status
+        time.sleep(0.5)
+    raise SystemExit(f"job {job_url} did not reach {wanted} in {timeout} s")
+
+
+# ----- the load -----------------------------------------------------------------------------------
+def _client_process(base: str, path: str, texts: list[bytes], threads: int, seconds: float, out):
+    host, port = base.removeprefix("http://").split(":")
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def client(n: int) -> None:
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        mine, bad = [], []
+        i = n
+        while time.monotonic() - start < seconds:
+            body = texts[i % len(texts)]
+            i += threads
+            t0 = time.perf_counter()
+            try:
+                conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+                response = conn.getresponse()
+                response.read()
+                if response.status != 200:
+                    bad.append(str(response.status))
+            except (OSError, http.client.HTTPException) as exc:
+                bad.append(type(exc).__name__)
+                conn.close()
+                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+            mine.append(time.perf_counter() - t0)
+        with lock:
+            latencies.extend(mine)
+            errors.extend(bad)
+
+    workers = [threading.Thread(target=client, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    out.put((latencies, errors, time.monotonic() - start))
+
+
+def load(base: str, slug: str, texts: list[bytes], *, clients: int, seconds: float) -> dict:
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    procs = 4
+    per = clients // procs
+    path = f"/api/t/{slug}/encode"
+    processes = [
+        context.Process(
+            target=_client_process, args=(base, path, texts[i::procs], per, seconds, out)
+        )
+        for i in range(procs)
+    ]
+    for p in processes:
+        p.start()
+    results = [out.get(timeout=seconds + 300) for _ in processes]
+    for p in processes:
+        p.join(60)
+    latencies = sorted(x for r in results for x in r[0])
+    errors = [e for r in results for e in r[1]]
+    wall = max(r[2] for r in results)
+    q = statistics.quantiles(latencies, n=100)
+    return {
+        "requests": len(latencies),
+        "errors": len(errors),
+        "error_kinds": sorted(set(errors)),
+        "req_per_s": len(latencies) / wall,
+        "p50_ms": q[49] * 1000,
+        "p95_ms": q[94] * 1000,
+        "p99_ms": q[98] * 1000,
+        "max_ms": latencies[-1] * 1000,
+    }
+
+
+def encode_texts(source: Path, n: int = 400) -> list[bytes]:
+    raw = source.read_bytes()[: 4 * 1024 * 1024].decode("utf-8", "ignore")
+    texts = []
+    step = max(1, (len(raw) - 2048) // n)
+    for i in range(n):
+        piece = raw[i * step : i * step + 1400]
+        data = piece.encode()[:1024].decode("utf-8", "ignore")  # 1 KiB (whole characters)
+        texts.append(json.dumps({"text": data}).encode())
+    return texts
+
+
+# ----- memory -------------------------------------------------------------------------------------
+def rss_kb(pid: int) -> dict[str, int]:
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0])
+    return values
+
+
+def memory(served: Served, workdir: Path, tok_slug: str) -> dict:
+    big = workdir / "corpus-190mb.txt"
+    with open(big, "wb") as out:
+        for name in (
+            "english_large.txt",
+            "english_large.txt",
+            "english_large.txt",
+            "chinese_modern.txt",
+        ):
+            out.write((CORPORA / name).read_bytes())
+            out.write(f"\n{name}\n".encode())
+    size = big.stat().st_size
+    t0 = time.monotonic()
+    slug = upload_file(served.base, big)
+    upload_s = time.monotonic() - t0
+    big.unlink()
+    pid = served.worker_pid()
+    urls = [f"/c/{slug}", "/", f"/api/t/{tok_slug}"]
+    for url in urls:  # warm: templates compiled, connections pooled
+        request(served.base, "GET", url)
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    before = rss_kb(pid)
+    errors = []
+
+    def view(n: int) -> None:
+        for _ in range(5):
+            for url in urls:
+                try:
+                    status, _, _ = request(served.base, "GET", url)
+                    if status != 200:
+                        errors.append(status)
+                except OSError as exc:
+                    errors.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=view, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = rss_kb(pid)
+    return {
+        "corpus_bytes": size,
+        "upload_seconds": upload_s,
+        "rss_before_mb": before["VmRSS"] / 1024,
+        "peak_growth_mb": (after["VmHWM"] - before["VmRSS"]) / 1024,
+        "view_errors": len(errors),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--skip-memory", action="store_true")
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}, cpus: {os.cpu_count()}")
+    with tempfile.TemporaryDirectory(prefix="bpe-bench-") as folder:
+        workdir = Path(folder)
+        served = Served(workdir)
+        try:
+            small = upload_file(served.base, CORPORA / "english_small.txt")
+            job = start_job(served.base, small, "mode=chunked&vocab_size=2000&trainer=efficient")
+            wait_status(job, {"succeeded"}, timeout=1800)
+            page = urllib.request.urlopen(job, timeout=60).read().decode()
+            tok = page.split('href="/t/', 1)[1].split('"', 1)[0]
+            texts = encode_texts(CORPORA / "english_small.txt")
+
+            large = upload_file(served.base, CORPORA / "english_large.txt")
+            busy = start_job(served.base, large, "mode=chunked&vocab_size=50000&trainer=efficient")
+            wait_status(busy, {"running"}, timeout=300)
+            training = load(served.base, tok, texts, clients=args.clients, seconds=args.seconds)
+            still = job_status(busy)
+            request(
+                served.base,
+                "POST",
+                busy.removeprefix(served.base) + "/cancel",
+                b"",
+                "application/x-www-form-urlencoded",
+            )
+            wait_status(busy, {"cancelled", "failed", "succeeded"}, timeout=120)
+            idle = load(served.base, tok, texts, clients=args.clients, seconds=args.seconds)
+            print(f"load average after the load runs: {os.getloadavg()}")
+            for name, result in (("while training", training), ("idle (peer)", idle)):
+                print(
+                    f"{name:>15}: {result['requests']:,} requests, {result['errors']} errors"
+                    f" {result['error_kinds']}, {result['req_per_s']:.0f} req/s,"
+                    f" p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms,"
+                    f" p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.0f} ms"
+                )
+            print(f"job still running at the end of the loaded run: {still == 'running'}")
+            print(
+                f"ratio training/idle: p95 {training['p95_ms'] / idle['p95_ms']:.2f}x,"
+                f" p99 {training['p99_ms'] / idle['p99_ms']:.2f}x,"
+                f" req/s {training['req_per_s'] / idle['req_per_s']:.2f}x"
+            )
+            if not args.skip_memory:
+                mem = memory(served, workdir, tok)
+                print(
+                    f"memory: corpus {mem['corpus_bytes'] / 1e6:.0f} MB (uploaded in"
+                    f" {mem['upload_seconds']:.0f} s);"
+                    f" worker RSS before {mem['rss_before_mb']:.0f} MB;"
+                    f" peak growth over 8 concurrent viewers x 5 rounds x 3 pages:"
+                    f" {mem['peak_growth_mb']:.1f} MB; errors {mem['view_errors']}"
+                )
+            print(json.dumps({"training": training, "idle": idle}, indent=None))
+        finally:
+            served.stop()
+
+
+if __name__ == "__main__":
+    main()
