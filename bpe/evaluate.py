@@ -106,10 +106,11 @@ def evaluate(
             ids.extend(tok.encode_piece(piece))
             done += len(piece)
             if k % _PROGRESS_EVERY == 0:
-                if should_stop is not None and should_stop():
-                    raise EvaluationCancelled("evaluation stopped on request")
+                # Progress first: a caller that learns of a cancel while writing it stops here.
                 if progress is not None:
                     progress(min(done, total_chars or done), total_chars or done)
+                if should_stop is not None and should_stop():
+                    raise EvaluationCancelled("evaluation stopped on request")
         done = n_chars
     counts = [0] * max(tok.id_limit, 1)
     for token_id in ids:

@@ -145,6 +145,9 @@ class Tokenizer:
             found.setdefault(new, rank)
         return found
 
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self._id_to_special
+
     def merge_rank(self, token_id: int) -> int | None:
         """The rank of the merge that makes this id, None for base tokens and special tokens."""
         if self.tokens is None:

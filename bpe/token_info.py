@@ -77,15 +77,15 @@ def merge_tree(tok: Tokenizer, token_id: int) -> MergeNode:
     Built bottom-up without recursion: a naive tokeniser trained on a long run of one byte
     learns chains thousands of merges deep.
     """
-    if not 0 <= token_id < tok.vocab_size:
-        raise ValueError(f"token id {token_id} is not in this vocabulary (0..{tok.vocab_size - 1})")
+    if not tok.has_id(token_id):
+        raise ValueError(f"token id {token_id} is not in this vocabulary (0..{tok.id_limit - 1})")
     counts = tok.training.merge_counts if tok.training is not None else None
     built: dict[int, MergeNode] = {}  # token id -> its finished node
     pending = [token_id]
     while pending:
         current = pending[-1]
-        rank = current - tok.base_size
-        if rank < 0 or rank >= len(tok.merges):
+        rank = tok.merge_rank(current)
+        if rank is None:
             built[current] = MergeNode(current, None, None)
             pending.pop()
             continue

@@ -13,7 +13,17 @@ from typing import Any
 
 from flask import Flask
 
-from webapp import config, db, errors, inputs, jobs, template_filters, uploads
+from webapp import (
+    config,
+    db,
+    errors,
+    evaluations,
+    imports,
+    inputs,
+    jobs,
+    template_filters,
+    uploads,
+)
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -34,18 +44,31 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     config.check(app.config)
     os.makedirs(app.instance_path, exist_ok=True)
     # Flask refuses bodies past this before any view runs; uploads check the file size exactly.
-    app.config["MAX_CONTENT_LENGTH"] = app.config["MAX_UPLOAD_BYTES"] + 1024 * 1024
+    largest = max(app.config["MAX_UPLOAD_BYTES"], app.config["MAX_IMPORT_BYTES"])
+    app.config["MAX_CONTENT_LENGTH"] = largest + 1024 * 1024
     app.config["MAX_FORM_MEMORY_SIZE"] = app.config["MAX_PASTE_BYTES"]
 
     db.init_app(app)
     errors.init_app(app)
     inputs.init_app(app)  # before the blueprints: it replaces the `int` URL converter
     template_filters.init_app(app)
+    imports.init_app(app)
 
     from webapp.views import api, compare, corpora, home, tokenizers
+    from webapp.views import evaluations as evaluation_views
+    from webapp.views import imports as import_views
     from webapp.views import jobs as job_views
 
-    for view_module in (home, corpora, job_views, tokenizers, compare, api):
+    for view_module in (
+        home,
+        corpora,
+        job_views,
+        tokenizers,
+        compare,
+        api,
+        import_views,
+        evaluation_views,
+    ):
         app.register_blueprint(view_module.bp)
 
     # A process without the schema (AUTO_MIGRATE off, not upgraded yet) cannot run jobs yet.
@@ -57,6 +80,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         if removed:
             app.logger.info("removed %d upload temp file(s) left by a stopped server", removed)
     jobs.init_app(app, run_jobs=run_jobs and schema_ready)
+    evaluations.init_app(app, run_jobs=run_jobs and schema_ready)
     return app
 
 

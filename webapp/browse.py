@@ -37,7 +37,6 @@ from webapp.list_queries import (  # re-exported: views and tests reach them thr
 )
 from webapp.models import Corpus, Merge, Tokenizer, VocabEntry
 from webapp.slugs import looks_like_slug
-from webapp.token_display import TokenInfo
 
 __all__ = [  # the names re-exported from list_queries (the module's own are public too)
     "DEFAULT_PER_PAGE",
@@ -84,14 +83,24 @@ def base_size(row: Tokenizer) -> int:
 
 
 def corpus_of(session: Session, row: Tokenizer) -> Corpus | None:
+    if row.corpus_id is None:
+        return None  # imported: no corpus
     return session.get(Corpus, row.corpus_id)
 
 
-def check_token_id(row: Tokenizer, token_id: int) -> None:
-    if not 0 <= token_id < row.vocab_size:
+def id_limit(row: Tokenizer) -> int:
+    """One more than the largest id: imported files may leave holes below it."""
+    return row.id_limit or row.vocab_size
+
+
+def check_token_id(row: Tokenizer, token_id: int, tok: Any = None) -> None:
+    """404 for an id the tokeniser lacks; `tok` (its bpe.Tokenizer) settles ids in holes."""
+    limit = id_limit(row)
+    missing = not 0 <= token_id < limit or (tok is not None and not tok.has_id(token_id))
+    if missing:
+        holes = " (some ids in between are unused)" if limit != row.vocab_size else ""
         raise UserError(
-            f"There is no token {token_id} in this tokeniser: "
-            f"its ids run 0 to {row.vocab_size - 1}.",
+            f"There is no token {token_id} in this tokeniser: its ids run 0 to {limit - 1}{holes}.",
             status=404,
         )
 
@@ -150,7 +159,16 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
         if needle is not None:
             conditions.append(contains_bytes(session, VocabEntry.token_bytes, needle))
     base = base_size(row)
-    if query.kind == "learned":
+    if row.imported:
+        # The file's own ids: single bytes anywhere, specials among them; go by the rows.
+        not_special = VocabEntry.category != "special"
+        if query.kind == "learned":
+            conditions += [VocabEntry.byte_length > 1, not_special]
+        elif query.kind == "base":
+            conditions += [VocabEntry.byte_length == 1, not_special]
+        elif query.kind == "special":
+            conditions.append(VocabEntry.category == "special")
+    elif query.kind == "learned":
         conditions.append(VocabEntry.token_id.between(base, base + row.merge_count - 1))
     elif query.kind == "base":
         conditions.append(VocabEntry.token_id < base)
@@ -233,29 +251,3 @@ def merges_using(session: Session, row: Tokenizer, token_id: int, *, limit: int 
         row,
         MergeQuery(search=Search(q=str(token_id), match="id"), paging=Paging(1, limit)),
     )
-
-
-# ----- rows -> display --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Describer:
-    """Turns stored ids and bytes into TokenInfo; knows the tokeniser's id layout."""
-
-    base: int
-    merge_end: int
-    words: bool
-
-    @classmethod
-    def for_row(cls, row: Tokenizer) -> Describer:
-        base = base_size(row)
-        return cls(base=base, merge_end=base + row.merge_count, words=row.mode == "words")
-
-    def info(self, token_id: int, data: bytes, *, special: bool = False, ends_word: bool = False):
-        rank = token_id - self.base if self.base <= token_id < self.merge_end else None
-        return TokenInfo(
-            token_id,
-            bytes(data),
-            rank=None if special else rank,
-            special=special or token_id >= self.merge_end,
-            ends_word=ends_word,
-            base_kind="character" if self.words else "byte",
-        )

@@ -35,6 +35,11 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         str,
         "Folder where uploads wait while they are checked (default instance/uploads-tmp).",
     ),
+    "BPE_MAX_IMPORT_MB": (
+        "MAX_IMPORT_BYTES",
+        lambda v: int(float(v) * MB),
+        "Largest tokeniser file (tiktoken or tokenizer.json) imported, in MB (default 64).",
+    ),
     "BPE_JOBS_RUNNING": ("JOBS_MAX_RUNNING", int, "Training jobs run at once (default 1)."),
     "BPE_JOBS_QUEUED": (
         "JOBS_MAX_QUEUED",
@@ -99,6 +104,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "DATABASE_URL": "sqlite:///" + os.path.join(instance_path, "bpe-workbench.sqlite3"),
         "MAX_UPLOAD_BYTES": 200 * MB,
         "MAX_PASTE_BYTES": 16 * MB,
+        "MAX_IMPORT_BYTES": 64 * MB,
         "UPLOAD_TMP_DIR": os.path.join(instance_path, "uploads-tmp"),
         "JOBS_MAX_RUNNING": 1,
         "JOBS_MAX_QUEUED": 8,

@@ -1,8 +1,10 @@
-"""The one module that turns a trained `bpe.Tokenizer` into rows and rows back into one.
+"""The one module that turns a `bpe.Tokenizer` into rows and rows back into one.
 
-`store_tokenizer` writes the tokeniser, its merges and its whole vocabulary with the caller's
-session, so they land in the caller's single transaction. `load_tokenizer` rebuilds the
-library object from the rows; tokenisers never change, so it is cached by slug.
+`store_tokenizer` (trained here) and `store_imported` (a tiktoken or HF file) write the
+tokeniser, its merges and its whole vocabulary with the caller's session, so they land in the
+caller's single transaction. `load_tokenizer` rebuilds the library object from the rows;
+tokenisers never change, so it is cached by slug. An imported tokeniser's ordinary tokens are
+its vocabulary rows that are not only special (`is_special` false), with the file's ids.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from typing import cast
+from typing import Literal, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import bpe
-from bpe.model import Mode
+from bpe.model import EncodeRule, ImportSource, Mode
+from bpe.pretokenize import PreTokenizer, SplitStep
 from bpe.token_info import token_category
 from webapp.models import Merge, Tokenizer, VocabEntry
 from webapp.slugs import new_slug
@@ -60,9 +63,45 @@ def store_tokenizer(session: Session, tok: bpe.Tokenizer, *, corpus_id: int) -> 
     return row
 
 
+def store_imported(
+    session: Session, tok: bpe.Tokenizer, *, owner_id: int | None = None
+) -> Tokenizer:
+    """Add an imported tokeniser (no corpus, no training) and its rows to `session`."""
+    source = tok.source
+    if source is None or tok.tokens is None:
+        raise ValueError("only imported tokenisers (bpe.importers) are stored this way")
+    row = Tokenizer(
+        slug=new_slug(),
+        corpus_id=None,
+        mode=tok.mode,
+        pattern=tok.pattern,
+        vocab_size=tok.vocab_size,
+        special_tokens=json.dumps(tok.special_tokens, ensure_ascii=False),
+        merge_count=len(tok.merges),
+        source_format=source.format,
+        source_filename=source.filename[:255],
+        source_sha256=source.sha256,
+        source_name=None if source.name is None else source.name[:100],
+        encode_rule=tok.rule,
+        pre_tokenizer=None
+        if tok.pre_tokenizer is None
+        else json.dumps(tok.pre_tokenizer.to_dict(), ensure_ascii=False),
+        ignore_merges=tok.ignore_merges,
+        id_limit=tok.id_limit,
+    )
+    if owner_id is not None and hasattr(row, "owner_id"):
+        row.owner_id = owner_id
+    session.add(row)
+    session.flush()
+    _insert_batched(session, Merge, merge_rows(tok, row.id))
+    _insert_batched(session, VocabEntry, vocab_rows(tok, row.id))
+    return row
+
+
 def merge_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[dict]:
     stats = tok.training
-    if stats is None:  # each stored merge keeps its count: only a trained tokeniser is stored
+    if stats is None and not tok.imported:
+        # each stored merge keeps its count: only a trained tokeniser is stored so
         raise ValueError("a tokeniser without its training record cannot be stored")
     return [
         {
@@ -71,25 +110,30 @@ def merge_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[dict]:
             "left_id": left,
             "right_id": right,
             "new_id": new,
-            "pair_count": stats.merge_counts[rank],
-            "tokens_after": stats.tokens_after[rank],
+            "pair_count": stats.merge_counts[rank] if stats is not None else None,
+            "tokens_after": stats.tokens_after[rank] if stats is not None else None,
         }
         for rank, (left, right, new) in enumerate(tok.merges)
     ]
 
 
 def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[dict]:
-    """One row per id, base ids included; what the vocabulary browser filters and sorts on."""
-    counts = tok.training.merge_counts if tok.training is not None else []
+    """One row per id, base ids included; what the vocabulary browser filters and sorts on.
+
+    An id that is both a special token and an ordinary one (HF files list e.g. GPT-2's
+    `<|endoftext|>` in the model's vocabulary too) is stored as ordinary, in category special.
+    """
+    counts = tok.training.merge_counts if tok.training is not None else None
     specials = set(tok.special_tokens.values())
+    ordinary = set(tok.ordinary_ids)
     rows = []
-    for token_id in range(tok.vocab_size):
-        raw = tok.token_bytes(token_id)
-        is_special = token_id in specials
+    for token_id in sorted(tok.vocab):
+        raw = tok.vocab[token_id]
+        is_special = token_id in specials and token_id not in ordinary
         ends_word = tok.ends_word(token_id)
         # NUL becomes U+FFFD like any undecodable byte: PostgreSQL text cannot hold it.
         text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-        rank = token_id - tok.base_size
+        rank = tok.merge_rank(token_id)
         rows.append(
             {
                 "tokenizer_id": tokenizer_id,
@@ -99,8 +143,8 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[dict]:
                 "hex": raw.hex(),
                 "byte_length": len(raw),
                 "char_length": len(text),
-                "category": token_category(raw, special=is_special),
-                "pair_count": counts[rank] if 0 <= rank < len(tok.merges) else None,
+                "category": token_category(raw, special=token_id in specials),
+                "pair_count": counts[rank] if counts is not None and rank is not None else None,
                 "is_special": is_special,
                 "ends_word": ends_word,
             }
@@ -109,8 +153,23 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[dict]:
 
 
 def _insert_batched(session: Session, model, rows: list[dict]) -> None:
+    """Bulk insert through the driver's executemany: an imported o200k_base is 400,000 rows,
+    and the ORM's per-row parameter handling took most of the import's time."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    connection = session.connection()
+    style = connection.dialect.paramstyle
+    marks = ", ".join(
+        "?" if style == "qmark" else f"%({c})s" if style == "pyformat" else "%s" for c in columns
+    )
+    sql = f"INSERT INTO {model.__tablename__} ({', '.join(columns)}) VALUES ({marks})"
     for start in range(0, len(rows), _BATCH):
-        session.execute(insert(model), rows[start : start + _BATCH])
+        batch = rows[start : start + _BATCH]
+        if style == "pyformat":
+            connection.exec_driver_sql(sql, batch)
+        else:
+            connection.exec_driver_sql(sql, [tuple(r[c] for c in columns) for r in batch])
 
 
 # ----- rows -> bpe.Tokenizer -----------------------------------------------------------------
@@ -135,18 +194,20 @@ def load_tokenizer(session: Session, row: Tokenizer) -> bpe.Tokenizer:
 
 
 def _build(session: Session, row: Tokenizer) -> bpe.Tokenizer:
+    if row.imported:
+        return _build_imported(session, row)
     merges = session.execute(
         select(Merge.left_id, Merge.right_id, Merge.new_id, Merge.pair_count, Merge.tokens_after)
         .where(Merge.tokenizer_id == row.id)
         .order_by(Merge.rank)
     ).all()
     training = bpe.TrainingStats(
-        trainer=row.trainer,
-        vocab_size=row.vocab_size_requested,
-        min_frequency=row.min_frequency,
-        initial_tokens=row.initial_tokens,
-        merge_counts=[m.pair_count for m in merges],
-        tokens_after=[m.tokens_after for m in merges],
+        trainer=row.trainer or "",
+        vocab_size=row.vocab_size_requested or 0,
+        min_frequency=row.min_frequency or 0,
+        initial_tokens=row.initial_tokens or 0,
+        merge_counts=[m.pair_count or 0 for m in merges],
+        tokens_after=[m.tokens_after or 0 for m in merges],
         seconds=row.training_seconds,
     )
     return bpe.Tokenizer(
@@ -156,4 +217,43 @@ def _build(session: Session, row: Tokenizer) -> bpe.Tokenizer:
         pattern=row.pattern,
         alphabet=row.alphabet_list,
         training=training,
+    )
+
+
+def _build_imported(session: Session, row: Tokenizer) -> bpe.Tokenizer:
+    merges = session.execute(
+        select(Merge.left_id, Merge.right_id, Merge.new_id)
+        .where(Merge.tokenizer_id == row.id)
+        .order_by(Merge.rank)
+    ).all()
+    tokens = {
+        token_id: bytes(data)
+        for token_id, data in session.execute(
+            select(VocabEntry.token_id, VocabEntry.token_bytes).where(
+                VocabEntry.tokenizer_id == row.id, VocabEntry.is_special.is_(False)
+            )
+        )
+    }
+    pre = json.loads(row.pre_tokenizer) if row.pre_tokenizer else None
+    return bpe.Tokenizer(
+        mode=cast(Mode, row.mode),
+        merges=[(m.left_id, m.right_id, m.new_id) for m in merges],
+        special_tokens=row.special_tokens_dict,
+        pattern=row.pattern,
+        rule=cast(EncodeRule, row.encode_rule),
+        tokens=tokens,
+        pre_tokenizer=None
+        if pre is None
+        else PreTokenizer(
+            splits=tuple(SplitStep(s["pattern"], s["keep"]) for s in pre["splits"]),
+            add_prefix_space=pre["add_prefix_space"],
+            use_regex=pre["use_regex"],
+        ),
+        ignore_merges=row.ignore_merges,
+        source=ImportSource(
+            format=cast(Literal["tiktoken", "hf"], row.source_format),
+            filename=row.source_filename or "",
+            sha256=row.source_sha256 or "",
+            name=row.source_name,
+        ),
     )

@@ -29,7 +29,7 @@ def recent_tokenizers(session: Session, *, limit: int = RECENT) -> list[Tokenize
     return list(
         session.scalars(
             select(Tokenizer)
-            .join(Corpus)
+            .outerjoin(Corpus)  # imported tokenisers have no corpus
             .where(Tokenizer.deleted_at.is_(None), Corpus.deleted_at.is_(None))
             .options(joinedload(Tokenizer.corpus))
             .order_by(Tokenizer.created_at.desc(), Tokenizer.id.desc())

@@ -21,6 +21,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -104,23 +105,39 @@ class Tokenizer(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     slug: Mapped[str] = mapped_column(String(64), unique=True)
-    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id"), index=True)
+    # Null for imported tokenisers, which have no corpus and no training record.
+    corpus_id: Mapped[int | None] = mapped_column(ForeignKey("corpora.id"), index=True)
     mode: Mapped[str] = mapped_column(String(16))
     pattern: Mapped[str | None] = mapped_column(Text)
-    trainer: Mapped[str] = mapped_column(String(16))
-    vocab_size_requested: Mapped[int] = mapped_column(Integer)
-    vocab_size: Mapped[int] = mapped_column(Integer)  # actual: base ids + merges + specials
-    min_frequency: Mapped[int] = mapped_column(Integer)
+    trainer: Mapped[str | None] = mapped_column(String(16))
+    vocab_size_requested: Mapped[int | None] = mapped_column(Integer)
+    vocab_size: Mapped[int] = mapped_column(Integer)  # ids that exist: ordinary + specials
+    min_frequency: Mapped[int | None] = mapped_column(Integer)
     special_tokens: Mapped[str] = mapped_column(Text, default="{}")  # JSON {token: id}
     alphabet: Mapped[str | None] = mapped_column(Text)  # JSON list of characters, words mode
-    initial_tokens: Mapped[int] = mapped_column(Integer)
-    final_token_count: Mapped[int] = mapped_column(Integer)
+    initial_tokens: Mapped[int | None] = mapped_column(Integer)
+    final_token_count: Mapped[int | None] = mapped_column(Integer)
     training_seconds: Mapped[float | None] = mapped_column(Float)
     merge_count: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # ----- imported tokenisers (all null / default for tokenisers trained here) -----
+    source_format: Mapped[str | None] = mapped_column(String(16))  # "tiktoken" or "hf"
+    source_filename: Mapped[str | None] = mapped_column(String(255))  # display only
+    source_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    source_name: Mapped[str | None] = mapped_column(String(100))  # e.g. cl100k_base
+    encode_rule: Mapped[str] = mapped_column(String(16), default="merges", server_default="merges")
+    pre_tokenizer: Mapped[str | None] = mapped_column(Text)  # JSON, HF imports
+    ignore_merges: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    id_limit: Mapped[int | None] = mapped_column(Integer)  # largest id + 1 (ids may have holes)
+    # The site's reference tokenisers ("GPT-2", "GPT-4", "GPT-4o"), set by import-references only.
+    reference: Mapped[str | None] = mapped_column(String(32))
 
-    corpus: Mapped[Corpus] = relationship(back_populates="tokenizers")
+    corpus: Mapped[Corpus | None] = relationship(back_populates="tokenizers")
+
+    @property
+    def imported(self) -> bool:
+        return self.source_format is not None
 
     @property
     def special_tokens_dict(self) -> dict[str, int]:
@@ -149,8 +166,8 @@ class Merge(Base):
     left_id: Mapped[int] = mapped_column(Integer)
     right_id: Mapped[int] = mapped_column(Integer)
     new_id: Mapped[int] = mapped_column(Integer)
-    pair_count: Mapped[int] = mapped_column(Integer)
-    tokens_after: Mapped[int] = mapped_column(Integer)
+    pair_count: Mapped[int | None] = mapped_column(Integer)  # null: derived for display (imports)
+    tokens_after: Mapped[int | None] = mapped_column(Integer)
 
 
 class VocabEntry(Base):
@@ -232,3 +249,43 @@ class PlaygroundShare(Base):
     options: Mapped[str] = mapped_column(Text)  # JSON: whitespace, invalid, specials
     digest: Mapped[str] = mapped_column(String(64))  # sha256 of text + view state
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Evaluation(Base):
+    """One tokeniser measured on one corpus (`bpe.evaluate`), run as a background job."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        Index("ix_evaluations_corpus_tokenizer", "corpus_id", "tokenizer_id", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16), default="queued")  # a JobStatus value
+    chars_done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    chars_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    error: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    byte_count: Mapped[int | None] = mapped_column(Integer)
+    characters: Mapped[int | None] = mapped_column(Integer)
+    words: Mapped[int | None] = mapped_column(Integer)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    vocab_size: Mapped[int | None] = mapped_column(Integer)  # ordinary tokens
+    used: Mapped[int | None] = mapped_column(Integer)
+    bytes_per_token: Mapped[float | None] = mapped_column(Float)
+    seconds: Mapped[float | None] = mapped_column(Float)
+    never_used: Mapped[bytes | None] = mapped_column(LargeBinary)  # little-endian uint32 ids
+    longest: Mapped[str | None] = mapped_column(Text)  # JSON [[id, count], ...]
+
+    tokenizer: Mapped[Tokenizer] = relationship()
+
+    @property
+    def percent(self) -> int:
+        if self.status == "succeeded":
+            return 100
+        return min(99, int(100 * self.chars_done / self.chars_total)) if self.chars_total else 0

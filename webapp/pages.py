@@ -3,9 +3,9 @@ the home page and the corpus page, which are also re-rendered with a refusal's m
 
 from __future__ import annotations
 
-from flask import abort, render_template
+from flask import abort, render_template, request
 
-from webapp import db, listings
+from webapp import db, evaluations, listings
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.models import Corpus, TrainingJob
 from webapp.uploads import PREVIEW_CHARS
@@ -28,14 +28,21 @@ def get_job_or_404(slug: str, job_id: int) -> tuple[Corpus, TrainingJob]:
     return corpus, job
 
 
-def render_home(*, error: str | None = None, status: int = 200, form: dict | None = None):
-    """The home page, also re-rendered with an error when an upload is refused."""
+def render_home(
+    *,
+    error: str | None = None,
+    status: int = 200,
+    form: dict | None = None,
+    import_error: str | None = None,
+):
+    """The home page, also re-rendered with an error when an upload or import is refused."""
     session = db.session()
     html = render_template(
         "home.html",
         corpora=listings.recent_corpora(session),
         tokenizers=listings.recent_tokenizers(session),
         error=error,
+        import_error=import_error,
         form=form or {},
     )
     return html, status
@@ -53,6 +60,7 @@ def render_corpus(
         truncated=corpus.char_count > PREVIEW_CHARS,
         jobs=jobs_of_corpus(session, corpus.id),
         tokenizers=listings.tokenizers_of_corpus(session, corpus.id),
+        **evaluations.table_context(session, corpus, request.args.get("sort", "bpt")),
         error=error,
         form=form or {},
     )

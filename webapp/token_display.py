@@ -365,7 +365,7 @@ def token_infos(tok, ids: Iterable[int]) -> list[TokenInfo]:  # tok: bpe.Tokeniz
     out = []
     for token_id in ids:
         data = tok.token_bytes(token_id)
-        rank = tok.merge_rank(token_id)  # imported tokenisers' ids are not base + rank
+        rank = None if token_id in specials else tok.merge_rank(token_id)
         out.append(
             TokenInfo(
                 token_id,

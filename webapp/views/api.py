@@ -18,6 +18,7 @@ from flask import Blueprint, current_app, jsonify, request, url_for
 
 from webapp import browse, db
 from webapp.convert import load_tokenizer
+from webapp.describer import describer_for
 from webapp.errors import UserError
 from webapp.inputs import json_object
 from webapp.playground import TextTooLarge, check_text
@@ -173,7 +174,7 @@ def merges(slug: str):
 def vocab(slug: str):
     session, row = _tokenizer(slug)
     page = browse.vocab_page(session, row, browse.VocabQuery.from_args(request.args))
-    describer = browse.Describer.for_row(row)
+    describer = describer_for(session, row)
     return jsonify(
         **_paging(page),
         tokens=[

@@ -85,7 +85,8 @@ def _sides(slugs: list[str]) -> dict:
         }
         for i, m in enumerate(members)
     ]
-    same_corpus = len({m.row.corpus_id for m in members}) == 1
+    corpora = {m.row.corpus_id for m in members}
+    same_corpus = len(corpora) == 1 and None not in corpora  # imported ones have no corpus
     context = {"sides": sides, "slugs": slugs, "same_corpus": same_corpus, "members": members}
     if len(sides) == 2:  # the two-way page's partials still name them a and b
         context.update(a=sides[0], b=sides[1], slug_a=slugs[0], slug_b=slugs[1])
@@ -95,9 +96,10 @@ def _sides(slugs: list[str]) -> dict:
 def _overview(context: dict) -> dict:
     """The parts of the page that do not change with the merges page or the text box."""
     sides = context["sides"]
-    curves = [
+    curves = [  # imported tokenisers were not trained here: they have no curve
         (_name(side), curve(side["row"].initial_tokens, side["tok"].training.tokens_after))
         for side in sides
+        if side["tok"].training is not None and side["row"].initial_tokens is not None
     ]
     shared = overlap_many([side["tok"] for side in sides])
     result = {
@@ -117,6 +119,8 @@ def _overview(context: dict) -> dict:
 
 def _name(side: dict) -> str:
     row = side["row"]
+    if row.imported:
+        return f"{side['letter'].upper()} · {row.reference or row.source_name} · {row.vocab_size:,}"
     return f"{side['letter'].upper()} · {row.mode} · {row.vocab_size:,}"
 
 
@@ -180,7 +184,7 @@ def _merge_cell(sides: list[dict], this: dict, rank: int, display: Display) -> d
         "new_id": new,
         "left_id": left,
         "right_id": right,
-        "count": tok.training.merge_counts[rank],
+        "count": tok.training.merge_counts[rank] if tok.training is not None else None,
         "only_here": not any(key in _learned(s) for s in sides if s is not this),
         "crosses": new in this["crossing"],
     }

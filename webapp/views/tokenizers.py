@@ -8,11 +8,6 @@ a full page back; with htmx the same URLs swap in just the results.
 
 from __future__ import annotations
 
-import io
-import tempfile
-import zipfile
-from pathlib import Path
-
 from flask import (
     Blueprint,
     Response,
@@ -25,8 +20,10 @@ from flask import (
 
 import bpe
 from bpe.token_info import CATEGORIES, merge_tree, token_category
-from webapp import browse, db, listings
+from webapp import browse, db, imports, listings
 from webapp.convert import load_tokenizer
+from webapp.describer import Describer, describer_for
+from webapp.downloads import export_file
 from webapp.errors import UserError
 from webapp.htmx import (
     is_fragment_request,
@@ -78,6 +75,7 @@ def _tokenizer_context(slug: str) -> dict:
         "corpus": browse.corpus_of(session, row),
         "specials": browse.special_tokens(row),
         "compare_choices": listings.compare_choices(session, row),
+        "references": imports.references(session),
         "downloads": DOWNLOADS,
     }
 
@@ -196,13 +194,12 @@ def merges(slug: str):
         tab="merges",
         query=query,
         page=page,
-        merge_rows=_merge_views(context["row"], page.rows, display),
+        merge_rows=_merge_views(describer_for(db.session(), context["row"]), page.rows, display),
         display=display,
     )
 
 
-def _merge_views(row, rows, display: Display) -> list[dict]:
-    describer = browse.Describer.for_row(row)
+def _merge_views(describer: Describer, rows, display: Display) -> list[dict]:
     out = []
     for r in rows:
         parts = (
@@ -228,7 +225,7 @@ def vocab(slug: str):
     if noisy_query(request.args) and not is_fragment_request():
         return redirect(url_for("tokenizers.vocab", slug=slug, **list_url_args(query, display)))
     page = browse.vocab_page(db.session(), context["row"], query)
-    describer = browse.Describer.for_row(context["row"])
+    describer = describer_for(db.session(), context["row"])
     entries = []
     for r in page.rows:
         info = describer.info(
@@ -269,9 +266,9 @@ def token(slug: str, token_id: str):
         raise UserError(
             f"{token_id[:40]!r} is not a token id: ids are whole numbers.", status=404
         ) from None
-    browse.check_token_id(row, number)
     session = db.session()
     tok = load_tokenizer(session, row)
+    browse.check_token_id(row, number, tok)
     display = list_display(request.args)
     [info] = token_infos(tok, [number])
     used_in = browse.merges_using(session, row, number)
@@ -283,7 +280,7 @@ def token(slug: str, token_id: str):
         view=token_view(info, invalid=display.invalid, whitespace=display.whitespace),
         tree=_tree_rows(tok, number, display),
         used_in=used_in,
-        used_rows=_merge_views(row, used_in.rows, display),
+        used_rows=_merge_views(describer_for(session, row), used_in.rows, display),
         display=display,
         category=token_category(info.data, special=info.special),
         pair_count=_pair_count(tok, info.rank),
@@ -345,33 +342,8 @@ def download(slug: str, fmt: str):
             status=404,
         )
     tok = load_tokenizer(db.session(), row)
-    name = f"bpe-{row.mode}-{row.vocab_size}-{row.slug[:8]}"
-    if fmt == "json":
-        return _attachment(bpe.formats.dumps(tok), f"{name}.json", "application/json")
-    if tok.mode not in ("naive", "chunked"):
-        raise UserError(
-            f"A {tok.mode}-mode tokeniser cannot be exported to {DOWNLOADS[fmt].split(' (')[0]}:"
-            " those formats are byte-level. Download the project's JSON, or train in naive or"
-            " chunked mode.",
-            status=422,
-        )
-    if fmt == "hf":
-        from bpe.export_hf import to_hf_json
-
-        return _attachment(to_hf_json(tok), f"{name}.tokenizer.json", "application/json")
-    return _attachment(_tiktoken_zip(tok, name), f"{name}.tiktoken.zip", "application/zip")
-
-
-def _tiktoken_zip(tok: bpe.Tokenizer, name: str) -> bytes:
-    from bpe.export_tiktoken import write_tiktoken
-
-    with tempfile.TemporaryDirectory() as folder:
-        paths = write_tiktoken(tok, Path(folder) / f"{name}.tiktoken", name=name)
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in paths:
-                archive.write(path, arcname=path.name)
-    return buffer.getvalue()
+    body, filename, mimetype = export_file(tok, row, fmt, DOWNLOADS[fmt].split(" (")[0])
+    return _attachment(body, filename, mimetype)
 
 
 def _attachment(body: str | bytes, filename: str, mimetype: str) -> Response:

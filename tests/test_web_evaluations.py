@@ -1,0 +1,130 @@
+"""Evaluating tokenisers on a corpus from its page: figures equal a direct computation, the
+never-used list is exact, the table sorts, and large corpora run in a background process."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+import bpe
+from bpe.export_tiktoken import rank_file_text
+from webapp import evaluations
+from webapp.convert import store_imported
+from webapp.models import Evaluation, JobStatus, Tokenizer
+
+CORPUS = "The cat sat on the mat. The dog ate 12 bones! Ünïcödé 東京 😀\n" * 40
+
+
+@pytest.fixture
+def imported(app, make_tokenizer):
+    own = make_tokenizer(CORPUS, vocab_size=300)
+    tok = bpe.importers.import_bytes(
+        rank_file_text(own.tok).encode(), filename="own.tiktoken", pattern="gpt2"
+    )
+    with app.extensions["bpe_db"].session_scope() as session:
+        row = store_imported(session, tok)
+        row.reference = "GPT-4"  # as import-references would label it
+        return own, row.slug, tok
+
+
+def evaluate_via_page(client, corpus_slug, tokenizer_slug):
+    response = client.post(f"/c/{corpus_slug}/evaluate", data={"tokenizer": tokenizer_slug})
+    assert response.status_code == 303 and response.headers["Location"].endswith("#evaluations")
+
+
+def test_table_figures_match_a_direct_computation(app, client, imported):
+    own, ref_slug, ref_tok = imported
+    evaluate_via_page(client, own.corpus_slug, own.slug)
+    evaluate_via_page(client, own.corpus_slug, ref_slug)
+    html = client.get(f"/c/{own.corpus_slug}").get_data(as_text=True)
+    section = html[html.index('id="evaluations"') :]
+    for tok in (own.tok, ref_tok):
+        ids = tok.encode(CORPUS)
+        assert f"{len(CORPUS.encode()) / len(ids):.3f}" in section  # bytes per token
+        assert f"{len(CORPUS) / len(ids):.3f}" in section  # characters per token
+        assert f"{len(ids) / len(CORPUS.split()):.3f}" in section  # tokens per word
+        used = set(ids) & set(tok.ordinary_ids)
+        assert f"{100 * len(used) / len(tok.ordinary_ids):.1f}%" in section
+    assert section.count("<svg") >= 2  # a bar each
+    assert "GPT-4" in section
+
+    with app.extensions["bpe_db"].session_scope() as session:
+        rows = {r.tokenizer_id: r.id for r in session.query(Evaluation)}
+    for ref in (own,):
+        data = client.get(f"/c/{own.corpus_slug}/evaluations/{rows[ref.id]}.json").get_json()
+        expected = sorted(set(ref.tok.ordinary_ids) - set(ref.tok.encode(CORPUS)))
+        assert data["never_used"] == expected  # exact
+        assert data["status"] == "succeeded" and data["tokens"] == len(ref.tok.encode(CORPUS))
+    detail = client.get(f"/c/{own.corpus_slug}/evaluations/{rows[own.id]}").get_data(as_text=True)
+    assert "Longest tokens used" in detail and "Never used" in detail
+
+
+def test_table_sorts_by_each_figure(client, imported, make_tokenizer):
+    own, ref_slug, _ = imported
+    small = make_tokenizer(CORPUS, vocab_size=260, corpus=None)
+    for slug in (own.slug, small.slug):
+        evaluate_via_page(client, own.corpus_slug, slug)
+
+    def order(sort):
+        html = client.get(f"/c/{own.corpus_slug}?sort={sort}").get_data(as_text=True)
+        table = html[html.index('id="evaluation-table"') : html.index("</table>")]
+        return re.findall(r'href="/t/([^"]+)"', table)
+
+    best_first = order("bpt")
+    assert best_first == [own.slug, small.slug]  # 300 tokens compress better than 260
+    assert order("tokens") == [own.slug, small.slug]
+    assert order("tpw") == [own.slug, small.slug]
+    assert client.get(f"/c/{own.corpus_slug}?sort=bogus").status_code == 200
+
+
+def test_bad_requests(client, imported):
+    own, _, _ = imported
+    assert (
+        client.post(f"/c/{own.corpus_slug}/evaluate", data={"tokenizer": "nope"}).status_code == 404
+    )
+    assert client.get(f"/c/{own.corpus_slug}/evaluations/999").status_code == 404
+    assert client.get(f"/c/{own.corpus_slug}/evaluations/999.json").status_code == 404
+    assert (
+        client.post("/c/AAAAAAAAAAAAAAAAAAAAAA/evaluate", data={"tokenizer": own.slug}).status_code
+        == 404
+    )
+
+
+def test_background_runner_evaluates_in_a_child_process(app, imported):
+    own, ref_slug, ref_tok = imported
+    database = app.extensions["bpe_db"]
+    runner = evaluations.EvaluationRunner(database, inline=False)
+    runner.start()
+    try:
+        with database.session_scope() as session:
+            ref_id = session.query(Tokenizer).filter_by(slug=ref_slug).one().id
+        evaluation_id = runner.submit(tokenizer_id=ref_id, corpus_id=own.corpus_id)
+        deadline = time.monotonic() + 120
+        status = None
+        while time.monotonic() < deadline:
+            with database.read_scope() as session:
+                row = session.get(Evaluation, evaluation_id)
+                status = row.status
+            if status not in ("queued", "running"):
+                break
+            time.sleep(0.2)
+        assert status == "succeeded", row.error
+        assert row.tokens == len(ref_tok.encode(CORPUS))
+    finally:
+        runner.stop()
+
+
+def test_cancel_stops_an_evaluation(app, imported):
+    own, _, _ = imported
+    database = app.extensions["bpe_db"]
+    evaluation_id = evaluations.request_evaluation(
+        database, tokenizer_id=own.id, corpus_id=own.corpus_id
+    )
+    assert evaluations.claim_next(database) == evaluation_id
+    evaluations.request_cancel(database, evaluation_id)
+    evaluations.run_evaluation(database, evaluation_id, interval=0.0)
+    with database.read_scope() as session:
+        row = session.get(Evaluation, evaluation_id)
+        assert row.status == JobStatus.CANCELLED.value and row.tokens is None

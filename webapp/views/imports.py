@@ -1,0 +1,86 @@
+"""Importing a tokeniser file: the "Import a tokeniser" form beside the upload form, and its API.
+
+- `POST /import` (multipart: `file`, optional `sidecar`, `pattern`): imports and leads to the new
+  tokeniser's page; a refused file re-renders the home page with the reason (4xx).
+- `POST /api/tokenizers/import`: the same fields, answers 201 with the tokeniser's JSON.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, redirect, request, url_for
+
+import bpe
+from webapp import db
+from webapp.errors import UserError, human_bytes
+from webapp.imports import import_upload
+from webapp.models import Tokenizer
+from webapp.pages import render_home
+
+bp = Blueprint("imports", __name__)
+PATTERN_CHOICES = ("", "gpt2", "cl100k", "o200k")
+
+
+@bp.post("/import")
+def import_form():
+    try:
+        row = _import_request()
+    except UserError as exc:
+        return render_home(import_error=exc.message, status=exc.status)
+    return redirect(url_for("tokenizers.show", slug=row.slug), code=303)
+
+
+@bp.post("/api/tokenizers/import")
+def import_api():
+    row = _import_request()
+    return jsonify(imported_json(row)), 201
+
+
+def imported_json(row: Tokenizer) -> dict:
+    return {
+        "slug": row.slug,
+        "url": url_for("tokenizers.show", slug=row.slug, _external=True),
+        "format": row.source_format,
+        "filename": row.source_filename,
+        "sha256": row.source_sha256,
+        "name": row.source_name,
+        "encode_rule": row.encode_rule,
+        "mode": row.mode,
+        "pattern": row.pattern,
+        "vocab_size": row.vocab_size,
+        "id_limit": row.id_limit,
+        "merges": row.merge_count,
+    }
+
+
+def _import_request() -> Tokenizer:
+    upload = request.files.get("file")
+    if upload is None or not upload.filename:
+        raise UserError(
+            "Choose a tokeniser file: a tiktoken rank file (NAME.tiktoken) or a HuggingFace "
+            "tokenizer.json.",
+            status=400,
+        )
+    limit = current_app.config["MAX_IMPORT_BYTES"]
+    raw = _read_limited(upload, limit, "tokeniser file")
+    side = request.files.get("sidecar")
+    sidecar = _read_limited(side, 1024 * 1024, "sidecar") if side and side.filename else None
+    pattern = (request.form.get("pattern_regex") or request.form.get("pattern") or "").strip()
+    try:
+        return import_upload(
+            db.get_db(),
+            raw,
+            filename=upload.filename[:255],
+            sidecar=sidecar,
+            pattern=pattern or None,
+        )
+    except bpe.TokenizerFileError as exc:
+        raise UserError(str(exc), status=422) from None
+
+
+def _read_limited(upload, limit: int, what: str) -> bytes:
+    raw = upload.stream.read(limit + 1)
+    if len(raw) > limit:
+        raise UserError(f"The {what} is larger than the limit of {human_bytes(limit)}.", status=413)
+    if not raw:
+        raise UserError(f"The {what} is empty.", status=400)
+    return raw
