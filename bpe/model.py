@@ -32,17 +32,21 @@ from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder, encode_ids
 from bpe.patterns import compile_pattern, split_chunks
 from bpe.pretokenize import PreTokenizer
+from bpe.tiktoken_path import TiktokenPath
 
 MODES = ("naive", "chunked", "words")
 Mode = Literal["naive", "chunked", "words"]
 RULES = ("merges", "tiktoken", "hf")
 # merges: seed 002 (our own); tiktoken: lowest rank of the joined bytes; hf: the file's merge order
 EncodeRule = Literal["merges", "tiktoken", "hf"]
+Engine = Literal["auto", "pure"]  # encode's choice: the tiktoken fast path where it applies, or not
 END_OF_WORD = "</w>"
 UNKNOWN = "<unk>"
 # Chunks are cached as encoded; past this many distinct chunks the cache starts over, which
 # bounds memory on adversarial input while keeping the hit rate high on natural text.
 _CHUNK_CACHE_LIMIT = 200_000
+# From this length on, `encode` tries the tiktoken fast path (building it costs ~0.1 s, once).
+_FAST_PATH_MIN_CHARS = 2_000
 # Above this many UTF-8 bytes per character, chunked text is cut as a whole (see _encode_ordinary).
 _MULTIBYTE_SHARE = 1.5
 _WORD = regex.compile(r"[^\s\x1c-\x1f\x85]+")  # what str.split() calls a word, found lazily
@@ -263,9 +267,12 @@ class Tokenizer:
         *,
         allowed_special: Literal["all"] | Iterable[str] = (),
         merge_limit: int | None = None,
+        engine: Engine = "auto",
     ) -> list[int]:
         """Text -> ids. Special tokens are recognised only if allowed, otherwise they are text.
         `merge_limit=k` uses only the first k merges (see `bpe.stepwise`); None uses them all.
+        `engine="auto"` hands long byte-level texts to tiktoken when it is installed and
+        provably gives the same ids (`bpe.tiktoken_path`); `"pure"` always encodes in Python.
 
         >>> tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
         >>> tok.encode("abaaab")
@@ -283,14 +290,35 @@ class Tokenizer:
             )
         allowed = self._allowed_specials(allowed_special)
         if not allowed:
-            return self._encode_ordinary(text)
+            return self._encode_ordinary(text, engine)
         out: list[int] = []
         for piece, special_id in _split_on_specials(text, allowed):
             if special_id is None:
-                out.extend(self._encode_ordinary(piece))
+                out.extend(self._encode_ordinary(piece, engine))
             else:
                 out.append(special_id)
         return out
+
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        *,
+        allowed_special: Literal["all"] | Iterable[str] = (),
+        engine: Engine = "auto",
+        workers: int | None = None,
+    ) -> list[list[int]]:
+        """`encode` for many texts, on every core (`workers`: default all): tiktoken's threads on
+        the fast path, else worker processes once the batch is large enough to pay for them."""
+        from bpe.batch import encode_batch  # processes and threads live there
+
+        return encode_batch(
+            self, list(texts), allowed_special=allowed_special, engine=engine, workers=workers
+        )
+
+    @cached_property
+    def fast_path(self) -> TiktokenPath | None:
+        """The tiktoken fast path for this tokeniser, or None where it does not apply."""
+        return TiktokenPath.build(self)
 
     def _encode_limited(
         self, text: str, merge_limit: int, allowed_special: Literal["all"] | Iterable[str]
@@ -336,7 +364,12 @@ class Tokenizer:
             allowed[token] = self.special_tokens[token]
         return allowed
 
-    def _encode_ordinary(self, text: str) -> list[int]:
+    def _encode_ordinary(self, text: str, engine: Engine = "auto") -> list[int]:
+        if engine == "auto" and len(text) >= _FAST_PATH_MIN_CHARS and self.rule == "merges":
+            fast = self.fast_path
+            ids = fast.encode(text) if fast is not None else None
+            if ids is not None:
+                return ids
         if self.rule != "merges":
             out: list[int] = []
             for piece in self.pieces(text):

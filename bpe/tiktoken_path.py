@@ -1,0 +1,162 @@
+"""The fast path: hand byte-level encoding to tiktoken when it is installed and gives our ids.
+
+tiktoken knows no merge list: inside a piece it joins the adjacent pair whose joined bytes rank
+lowest, and a piece that is a token is that token at once. Ranked by our ids, that gives
+exactly seed 002's ids for every text when every merged token `t` encodes, alone, to `[t]` by
+our rule (then no two ids share bytes either). Why: take a state both rules have reached, where
+our lowest learned pair present is `k`. tiktoken joins a pair `(x, y)` whose bytes are some
+token `t <= k`. The span of `x y` has had token boundaries at both ends, so no merge crossed
+them and it evolved as `bytes(t)` alone does, up to `k`; if `(x, y)` were not `t`'s own merge
+(not learned at all: ids have distinct bytes), `bytes(t)` alone would stop at `[x, y]`, not
+`[t]`. So tiktoken joins `t`'s learned pair, `t = k` (no learned pair below `k` is present),
+at the leftmost place, which is where our left-to-right pass merges next; joins it makes rank
+above `k` by the same argument. A piece that is a token `t` is `[t]` under both rules.
+
+`self_encoding_merges` checks the condition in one walk per merge (`_joins_untouched`), and the
+pieces must be the same: naive text is one piece; chunked text uses our own split regex, which
+tiktoken's engine (fancy-regex) runs too. Its Unicode tables are older than the `regex`
+module's, so text holding a character Python's own tables call unassigned but `regex` knows
+(or a lone surrogate) stays on the pure path (`needs_pure_path`); custom patterns always do.
+"""
+
+from __future__ import annotations
+
+import array
+import functools
+import itertools
+import operator
+import unicodedata
+from typing import TYPE_CHECKING
+
+import regex
+
+from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN
+
+if TYPE_CHECKING:  # tiktoken is optional: only TiktokenPath.build imports it
+    import tiktoken
+
+    from bpe.model import Tokenizer
+
+# Naive tokenisers never split: one piece is the whole text between special tokens.
+NAIVE_PATTERN = r"[\s\S]+"
+# The split patterns tiktoken's regex engine runs as ours does (tests/test_tiktoken_path.py
+# checks every code point).
+TRUSTED_PATTERNS = (GPT4_PATTERN, GPT2_PATTERN)
+
+
+def self_encoding_merges(merges: list[tuple[int, int, int]]) -> bool:
+    """True if every merged token's bytes encode, alone, to that token by seed 002's rule.
+
+    A merge `(l, r) -> t` gives `[t]` from `t`'s bytes exactly when `l` and `r` do alone and
+    no merge below `t` joins the end of `l`'s bytes to the start of `r`'s while they evolve.
+
+    >>> self_encoding_merges([(97, 97, 256), (256, 97, 257)])
+    True
+    >>> self_encoding_merges([(98, 99, 256), (97, 98, 257), (257, 99, 258)])  # a|bc, not abc
+    False
+    """
+    ranks = {(left, right): new for left, right, new in merges}
+    parts = {new: (left, right) for left, right, new in merges}
+    return all(_joins_untouched(left, right, new, ranks, parts) for left, right, new in merges)
+
+
+def _joins_untouched(
+    left: int,
+    right: int,
+    limit: int,
+    ranks: dict[tuple[int, int], int],
+    parts: dict[int, tuple[int, int]],
+) -> bool:
+    """No merge below `limit` crosses between the bytes of `left` and `right` placed side by side.
+
+    While both evolve alone, the token ending `left`'s bytes runs down its right spine (each
+    token there is made at its id) and the token starting `right`'s runs down its left spine.
+    Walk the configurations (last of left, first of right) from the latest back: each is in
+    place from the later of the two ids until one of them is merged into its parent (`until_l`,
+    `until_r`); a learned pair `c` of the two crosses if it comes before both (at `until_r` the
+    crossing pair is further left, so it is merged first).
+    """
+    until_l = until_r = limit
+    a, b = left, right
+    while True:
+        crossing = ranks.get((a, b))
+        if crossing is not None and crossing < until_l and crossing <= until_r:
+            return False
+        if a > b:
+            if a not in parts:
+                return True
+            until_l = a
+            a = parts[a][1]
+        else:
+            if b not in parts:
+                return True
+            until_r = b
+            b = parts[b][0]
+
+
+@functools.cache
+def _unknown_to_python() -> regex.Pattern[str]:
+    """Characters `regex` classifies but Python's (older) Unicode tables call unassigned, and
+    lone surrogates. tiktoken's engine may classify the first differently; tiktoken replaces the
+    second where we raise."""
+    every = array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass")
+    newer: list[int] = []
+    # Only what `regex` calls assigned (private use aside) needs Python's opinion; in C loops.
+    for run in regex.finditer(r"[^\p{Cn}\p{Co}\p{Cs}]+", every):
+        chars = run.group()
+        unknown = map(operator.eq, map(unicodedata.category, chars), itertools.repeat("Cn"))
+        newer.extend(map(ord, itertools.compress(chars, unknown)))
+    ranges: list[str] = []
+    for _, group in itertools.groupby(enumerate(newer), lambda pair: pair[1] - pair[0]):
+        codes = [code for _, code in group]
+        ranges.append(f"\\U{codes[0]:08x}-\\U{codes[-1]:08x}")
+    return regex.compile(f"[{''.join(ranges)}\\p{{Cs}}]")
+
+
+def needs_pure_path(text: str) -> bool:
+    """True if tiktoken could split or read this text differently (see the module docstring)."""
+    if text.isascii():
+        return False
+    return _unknown_to_python().search(text) is not None
+
+
+class TiktokenPath:
+    """A tiktoken Encoding with our ids as ranks, for a tokeniser that qualifies."""
+
+    def __init__(self, encoding: tiktoken.Encoding) -> None:
+        self.encoding = encoding
+
+    @classmethod
+    def build(cls, tok: Tokenizer) -> TiktokenPath | None:
+        """The fast path for this tokeniser, or None: tiktoken missing, words mode, an imported
+        tokeniser, a custom pattern, or a merge list where tiktoken's rule can differ."""
+        if tok.rule != "merges" or tok.mode not in ("naive", "chunked"):
+            return None
+        if tok.mode == "chunked" and tok.pattern not in TRUSTED_PATTERNS:
+            return None
+        try:
+            import tiktoken
+        except ImportError:
+            return None
+        if not self_encoding_merges(tok.merges):
+            return None
+        vocab = tok.vocab
+        ranks = {vocab[i]: i for i in range(256 + len(tok.merges))}
+        pattern = NAIVE_PATTERN if tok.mode == "naive" else tok.pattern or ""
+        # Special tokens are split off by Tokenizer.encode before this sees any text.
+        encoding = tiktoken.Encoding(
+            "bpe-workbench-fast-path", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+        )
+        return cls(encoding)
+
+    def encode(self, text: str) -> list[int] | None:
+        """Our ids for ordinary text (no special tokens), or None if it must take the pure path."""
+        if needs_pure_path(text):
+            return None
+        return self.encoding.encode_ordinary(text)
+
+    def encode_batch(self, texts: list[str], num_threads: int) -> list[list[int]] | None:
+        """`encode` for many texts on tiktoken's threads; None if any must take the pure path."""
+        if any(map(needs_pure_path, texts)):
+            return None
+        return self.encoding.encode_ordinary_batch(texts, num_threads=num_threads)
