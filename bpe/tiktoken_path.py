@@ -95,29 +95,25 @@ def _joins_untouched(
 
 
 @functools.cache
-def _unknown_to_python() -> regex.Pattern[str]:
+def unknown_to_python() -> frozenset[str]:
     """Characters `regex` classifies but Python's (older) Unicode tables call unassigned, and
     lone surrogates. tiktoken's engine may classify the first differently; tiktoken replaces the
     second where we raise."""
     every = array.array("I", range(0x110000)).tobytes().decode("utf-32-le", "surrogatepass")
-    newer: list[int] = []
+    found: set[str] = set(every[0xD800:0xE000])  # the surrogates
     # Only what `regex` calls assigned (private use aside) needs Python's opinion; in C loops.
     for run in regex.finditer(r"[^\p{Cn}\p{Co}\p{Cs}]+", every):
         chars = run.group()
         unknown = map(operator.eq, map(unicodedata.category, chars), itertools.repeat("Cn"))
-        newer.extend(map(ord, itertools.compress(chars, unknown)))
-    ranges: list[str] = []
-    for _, group in itertools.groupby(enumerate(newer), lambda pair: pair[1] - pair[0]):
-        codes = [code for _, code in group]
-        ranges.append(f"\\U{codes[0]:08x}-\\U{codes[-1]:08x}")
-    return regex.compile(f"[{''.join(ranges)}\\p{{Cs}}]")
+        found.update(itertools.compress(chars, unknown))
+    return frozenset(found)
 
 
 def needs_pure_path(text: str) -> bool:
     """True if tiktoken could split or read this text differently (see the module docstring)."""
     if text.isascii():
         return False
-    return _unknown_to_python().search(text) is not None
+    return not unknown_to_python().isdisjoint(text)
 
 
 class TiktokenPath:
