@@ -80,6 +80,8 @@ class Corpus(Base):
     char_count: Mapped[int] = mapped_column(Integer)
     line_count: Mapped[int] = mapped_column(Integer)
     source_encoding: Mapped[str] = mapped_column(String(20), default="utf-8")
+    # Distinct non-whitespace characters (words mode's alphabet), counted at upload.
+    word_alphabet_size: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime)
 
@@ -204,7 +206,9 @@ class TrainingJob(Base):
     current_pair: Mapped[str | None] = mapped_column(Text)
     current_count: Mapped[int | None] = mapped_column(Integer)
     elapsed_seconds: Mapped[float | None] = mapped_column(Float)
-    estimate_seconds: Mapped[float | None] = mapped_column(Float)  # remaining, a rough guess
+    estimate_seconds: Mapped[float | None] = mapped_column(Float)  # remaining; None: not yet
+    # reading, splitting, counting, merging, storing (webapp/jobs/phases.py); None before start
+    phase: Mapped[str | None] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
