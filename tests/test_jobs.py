@@ -86,18 +86,28 @@ def test_lifecycle_queued_running_succeeded_with_growing_progress(
 
     seen = []  # (status, merges_done) as the status page showed them, at every progress write
 
+    phases = []  # the phase each write showed, as the page names it
+
     def look(_job_id: int) -> None:
         job = job_row(app, job_id)
         page = status_fragment(client, corpus.slug, job_id)
-        assert f"{job.merges_done:,} / {job.merges_target:,} merges" in page
+        if job.phase in ("merging", "storing"):
+            assert f"{job.merges_done:,} / {job.merges_target:,} merges" in page
+        else:
+            assert "<progress" not in page  # no bar for a phase whose size is not known
+        assert f'data-phase="{job.phase}"' in page
         assert 'hx-trigger="every 1s"' in page  # still polling while running
         seen.append((job.status, job.merges_done))
+        if not phases or phases[-1] != job.phase:
+            phases.append(job.phase)
 
     job_runner.progress_hook = look
     assert job_runner.run_next() == job_id
     assert job_runner.run_next() is None  # the queue is empty now
 
     assert seen and all(status == "running" for status, _ in seen)
+    # A small text with the reference trainer: no splitting blocks, no set-up report.
+    assert phases == ["reading", "merging", "storing"]
     done = [n for _, n in seen]
     assert done == sorted(done) and done[-1] > 0
     job = job_row(app, job_id)
@@ -464,7 +474,7 @@ def test_words_vocab_below_the_corpus_alphabet_is_refused_on_the_form(
     html = response.get_data(as_text=True)
     assert response.status_code == 422
     # The library's own words for the same refusal, and nothing was queued.
-    with pytest.raises(ValueError) as library:
+    with pytest.raises(ValueError, match="vocab_size must be at least 9") as library:
         bpe.train("abc abd\nxyz", vocab_size=8, mode="words")
     assert str(library.value) in html
     assert count(app, TrainingJob) == 0
@@ -490,3 +500,17 @@ def test_run_again_of_a_job_that_cannot_work_is_refused(app, client, job_runner,
     assert response.status_code == 422
     assert "vocab_size must be at least 9 here" in response.get_data(as_text=True)
     assert count(app, TrainingJob) == 1  # nothing new queued
+
+
+def test_the_job_page_refreshes_itself_without_javascript_until_done(
+    app, client, job_runner, make_corpus
+):
+    corpus = make_corpus()
+    job_id = start_job(client, corpus.slug)
+    refresh = '<noscript><meta http-equiv="refresh" content="2"></noscript>'
+    assert refresh in client.get(f"/c/{corpus.slug}/jobs/{job_id}").get_data(as_text=True)
+    job_runner.run_next()
+    page = client.get(f"/c/{corpus.slug}/jobs/{job_id}").get_data(as_text=True)
+    assert "succeeded" in page and 'http-equiv="refresh"' not in page
+    # Wall time and training time are named apart, written the way every page writes them.
+    assert "Finished: wall time " in page and ", of which training " in page

@@ -6,6 +6,7 @@ happens to define a filter) can show a corpus name or a token safely.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from flask import Flask
@@ -13,7 +14,9 @@ from markupsafe import Markup
 
 from bpe.patterns import pattern_name
 from webapp.errors import human_bytes
+from webapp.jobs.progress import PHASES
 from webapp.page_text import escape_html, form_value_html, visible_html
+from webapp.token_display import TokenInfo, TokenView, token_view
 
 
 def init_app(app: Flask) -> None:
@@ -26,7 +29,10 @@ def init_app(app: Flask) -> None:
         human_bytes=human_bytes,
         num=num_filter,
         when=when_filter,
+        pair_views=pair_views_filter,
+        phase_label=phase_label_filter,
     )
+    app.jinja_env.globals["job_phases"] = PHASES
 
 
 def esc_filter(text: str | None) -> Markup:
@@ -68,6 +74,28 @@ def num_filter(value: int | float | None) -> str:
     if value is None:
         return "–"
     return f"{value:,}"
+
+
+def pair_views_filter(value: str | None) -> list[tuple[int, TokenView | None]] | None:
+    """A job's last merged pair (JSON from webapp.jobs.task.PairNamer) as (id, token view)
+    twice, so the job page draws it like every other token. The view is None for a token
+    learned between two progress reports (only its id is known); None for anything else."""
+    try:
+        parts = json.loads(value or "")
+        pair: list[tuple[int, TokenView | None]] = []
+        for colour, (token_id, hex_bytes) in enumerate(parts):
+            view = None
+            if hex_bytes is not None:
+                info = TokenInfo(int(token_id), bytes.fromhex(hex_bytes))
+                view = token_view(info, whitespace=True, colour=colour)
+            pair.append((int(token_id), view))
+    except (ValueError, TypeError):
+        return None
+    return pair if len(pair) == 2 else None
+
+
+def phase_label_filter(phase: str | None) -> str:
+    return PHASES.get(phase or "", phase or "")
 
 
 def when_filter(value: datetime | None) -> str:

@@ -47,6 +47,8 @@ class Update:
     merges_target: int | None = None
     pair: str | None = None
     count: int | None = None
+    phase: str | None = None  # webapp/jobs/progress.py PHASES
+    estimate: float | None = None  # seconds of merging left; None until it can be honest
 
 
 class JobStore:
@@ -219,16 +221,13 @@ class JobStore:
         """Progress (if any) and a heartbeat; returns whether a cancel has been requested."""
         values: dict[str, Any] = {"heartbeat_at": utcnow(), "elapsed_seconds": elapsed}
         if update_ is not None:
-            estimate = None
-            if update_.merges_done and update_.merges_target:
-                remaining = update_.merges_target - update_.merges_done
-                estimate = elapsed / update_.merges_done * remaining
             values.update(
                 merges_done=update_.merges_done,
                 merges_target=update_.merges_target,
                 current_pair=update_.pair,
                 current_count=update_.count,
-                estimate_seconds=estimate,
+                estimate_seconds=update_.estimate,
+                phase=update_.phase,
             )
         with self.database.session_scope() as session:
             session.execute(

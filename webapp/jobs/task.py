@@ -9,18 +9,24 @@ no tokeniser yet, so running it twice for one id stores one tokeniser.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
 import bpe
 from webapp import faults
+from webapp.jobs.progress import MergeEstimator, phase_of
 from webapp.jobs.settings import JobSettings
 from webapp.jobs.store import JobStore, Update
 from webapp.models import JobStatus
 
+ESTIMATE_EVERY = 0.25  # seconds between two estimates (each looks at every sample)
+
 
 class PairNamer:
-    """Readable names for the pair merged last, built from the progress reports themselves."""
+    """The two parts of the pair merged last, as JSON `[[id, hex or null], [id, hex or null]]`
+    for the job page to draw as tokens. The bytes of a learned token are known when every
+    merge that made it was reported; an id learned between two reports stays an id."""
 
     def __init__(self, settings: JobSettings, text: str) -> None:
         if settings.mode == "words":
@@ -39,9 +45,11 @@ class PairNamer:
         parts = [self.known.get(left), self.known.get(right)]
         if parts[0] is not None and parts[1] is not None:
             self.known[self.base + progress.merges_done - 1] = parts[0] + parts[1]
-        return " + ".join(
-            repr(p.decode("utf-8", errors="replace")) if p is not None else f"#{i}"
-            for p, i in zip(parts, (left, right), strict=False)
+        return json.dumps(
+            [
+                [i, p.hex() if p is not None else None]
+                for i, p in zip((left, right), parts, strict=True)
+            ]
         )
 
 
@@ -52,12 +60,30 @@ def train_job(
     report: Callable[[Update], None],
     should_stop: Callable[[], bool],
 ) -> bpe.Tokenizer:
-    """Run bpe.train for a job's settings; `report` gets every progress step."""
+    """Run bpe.train for a job's settings; `report` gets every progress step, with its phase
+    and (while merging) the estimate of the time left."""
     namer = PairNamer(settings, text)
+    estimator = MergeEstimator()
+    estimated_at = [float("-inf")]
+    estimate: list[float | None] = [None]
 
     def progress(p: bpe.Progress) -> None:
+        now = time.monotonic()
+        estimator.observe(now, p.merges_done, p.merges_target, p.count, p.total_tokens)
+        phase = phase_of(p.merges_done, p.merges_target, p.total_tokens)
+        if phase == "merging" and now - estimated_at[0] >= ESTIMATE_EVERY:
+            estimated_at[0], estimate[0] = now, estimator.seconds_left()
         # A target of 0 means the text is still being split: the target is not known yet.
-        report(Update(p.merges_done, p.merges_target or None, namer.name(p), p.count))
+        report(
+            Update(
+                p.merges_done,
+                p.merges_target or None,
+                namer.name(p),
+                p.count,
+                phase=phase,
+                estimate=estimate[0] if phase == "merging" else None,
+            )
+        )
 
     return bpe.train(text, progress=progress, should_stop=should_stop, **settings.train_kwargs())
 
@@ -84,9 +110,15 @@ class _Ticker:
         return time.monotonic() - self.started
 
     def report(self, update: Update) -> None:
+        changed = self.latest is None or self.latest.phase != update.phase
         self.latest = update
         now = time.monotonic()
-        if now - self.last >= self.interval or update.merges_done == update.merges_target:
+        # A new phase is written at once, so the page never shows one that is over.
+        if (
+            changed
+            or now - self.last >= self.interval
+            or update.merges_done == update.merges_target
+        ):
             self.last = now
             self.cancelled = self.store.write_progress(self.job_id, update, now - self.started)
             if self.on_write is not None:
@@ -122,6 +154,7 @@ def run_job(
         return (stop is not None and stop()) or ticker.beat()
 
     try:
+        ticker.report(Update(phase="reading"))
         settings, text = store.job_input(job_id)
         tok = train_job(settings, text, report=ticker.report, should_stop=should_stop)
     except LookupError:
@@ -134,6 +167,8 @@ def run_job(
         error = f"training failed: {type(exc).__name__}: {exc}"
         return _finish(store, job_id, JobStatus.FAILED, error, ticker.elapsed())
     try:
+        merges = len(tok.merges)
+        ticker.report(Update(merges, max(merges, 1), None, None, phase="storing", estimate=0.0))
         stored = store.store_result(job_id, tok, ticker.elapsed())
     except Exception as exc:  # noqa: BLE001 - the job fails with the reason instead
         fault = faults.classify(exc)

@@ -1,0 +1,71 @@
+"""The job page's phases and its time left (webapp/jobs/progress.py): an estimate only once it
+can be honest, and one that follows the falling cost of merges. How close it comes on a real
+corpus is measured by benchmarks/eta_check.py, not here (no timed assertions in unit tests)."""
+
+from __future__ import annotations
+
+import bpe
+from webapp.jobs.progress import MergeEstimator, phase_of
+
+
+def test_phases_follow_the_progress_reports():
+    assert phase_of(0, 0, 0) == "splitting"  # bpe.Progress while the text is split
+    assert phase_of(0, 1000, 52_000) == "counting"  # the trainer's set-up
+    assert phase_of(3, 1000, 51_000) == "merging"
+
+
+def simulated_run(estimator, *, merges=2000, per_merge=2e-4, per_token=1e-5, alpha=1.1):
+    """Feed a run whose costs are known: merge r removes 20000 * r**-alpha tokens and takes
+    per_merge + per_token * removed seconds. Yields (merges done, seconds left truly)."""
+    removed = [20000 * r**-alpha for r in range(1, merges + 1)]
+    cost = [per_merge + per_token * x for x in removed]
+    total_time = sum(cost)
+    tokens = 1_000_000
+    estimator.observe(0.0, 0, merges, 0, tokens)  # set-up report
+    now = 0.0
+    for r in range(1, merges + 1):
+        now += cost[r - 1]
+        tokens -= removed[r - 1]
+        if r % 10 == 0:
+            estimator.observe(now, r, merges, int(removed[r - 1]), int(tokens))
+            yield r, total_time - now
+
+
+def test_no_estimate_before_enough_of_the_run_was_seen():
+    estimator = MergeEstimator()
+    assert estimator.seconds_left() is None
+    runs = simulated_run(estimator)
+    r, _ = next(runs)
+    assert r == 10 and estimator.seconds_left() is None  # one report is not a rate
+
+
+def test_the_estimate_follows_falling_costs_where_a_straight_line_is_far_off():
+    estimator = MergeEstimator()
+    checked = 0
+    for done, truly_left in simulated_run(estimator):
+        if done in (500, 1000):  # 25% and 50% of the merges
+            estimate = estimator.seconds_left()
+            assert estimate is not None
+            assert 0.5 <= estimate / truly_left <= 2
+            elapsed = estimator.samples[-1].seconds
+            straight_line = elapsed / done * (2000 - done)
+            assert straight_line / truly_left > 2  # what the page used to show
+            checked += 1
+    assert checked == 2
+
+
+def test_a_real_training_run_gets_an_estimate_while_merging():
+    text = ("the cat sat on the mat and the dog ran after the cat " * 40 + "\n") * 50
+    estimator = MergeEstimator()
+    estimator.MIN_SECONDS = 0.0  # a tiny corpus merges in milliseconds
+    seen = []
+
+    def progress(p):
+        import time
+
+        estimator.observe(time.monotonic(), p.merges_done, p.merges_target, p.count, p.total_tokens)
+        seen.append((phase_of(p.merges_done, p.merges_target, p.total_tokens), p.merges_done))
+
+    bpe.train(text, vocab_size=400, mode="naive", progress=progress)
+    assert [phase for phase, _ in seen][-1] == "merging"
+    assert estimator.samples and estimator.samples[-1].merges == seen[-1][1]
