@@ -6,6 +6,7 @@ Uses the Chromium + Playwright set-up of test_browser_e2e.py (shared/BROWSER.md)
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -165,4 +166,58 @@ def test_upload_without_javascript_still_posts_the_form(browser, site):  # noqa:
     page.goto(url + "/")
     page.click("form.upload-form button[type=submit]")  # nothing chosen: the message, in place
     expect(page.locator(".error")).to_contain_text("Choose a file")
+    context.close()
+
+
+def shoot(page, name: str, width: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}-{width}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_screenshots_of_the_main_pages(browser, site, trained, width):  # noqa: F811
+    """Home, a corpus page, a running job and a tokeniser page, saved under docs/screenshots/
+    for the README and for reviewing the layout by eye."""
+    from playwright.sync_api import expect
+
+    url, app = site
+    w, h = WIDTHS[width]
+    context = browser.new_context(viewport={"width": w, "height": h})
+    page = context.new_page()
+    page.goto(url + "/")
+    shoot(page, "home", width)
+
+    from webapp.uploads import store_text
+
+    big = (MIXED_TEXT + "more words to merge, and then some more words again\n") * 400
+    corpus, _ = store_text(
+        app.extensions["bpe_db"],
+        big,
+        name="Screenshot corpus",
+        tmp_dir=app.config["UPLOAD_TMP_DIR"],
+    )
+    page.goto(f"{url}/c/{corpus.slug}")
+    expect(page.locator("h1")).to_have_text("Screenshot corpus")
+    shoot(page, "corpus", width)
+
+    # A job slow enough to be caught merging: the reference trainer recounts every pair of
+    # the whole text (naive mode) for each merge.
+    page.select_option("#train-mode", "naive")
+    page.fill("#train-vocab", "1200")
+    page.select_option("#train-trainer", "reference")
+    page.click("form.train-form button[type=submit]")
+    status = page.locator(".job-status")
+    expect(status).to_have_attribute("data-phase", "merging", timeout=60_000)
+    expect(status.locator(".merges")).not_to_contain_text(re.compile(r"^0 / "), timeout=30_000)
+    shoot(page, "job-running", width)
+    page.click(".job-status button[type=submit]")  # cancel, unless it has just finished
+    expect(status).not_to_have_attribute("data-status", "running", timeout=30_000)
+
+    url_, slug = trained
+    page.goto(f"{url_}/t/{slug}")
+    page.fill("#play-text", MIXED_TEXT[:400])
+    expect(page.locator("#encoded .tokens")).to_be_visible()
+    shoot(page, "tokenizer", width)
     context.close()
