@@ -178,17 +178,8 @@ def test_every_mode_round_trips_through_rows(app, make_tokenizer, mode):
     assert tok.encode(text) == made.tok.encode(text)
 
 
-def forget_word_alphabet(app, corpus_id: int) -> None:
-    """Make a corpus look uploaded before the alphabet was counted (the form cannot check)."""
-    from webapp.models import Corpus
-
-    with app.extensions["bpe_db"].session_scope() as session:
-        session.get(Corpus, corpus_id).word_alphabet_size = None
-
-
 def test_a_failing_job_records_the_error(app, client, job_runner, make_corpus):
     corpus = make_corpus()
-    forget_word_alphabet(app, corpus.id)
     job_id = start_job(client, corpus.slug, mode="words", vocab_size="5")
     job_runner.run_next()
     job = job_row(app, job_id)
@@ -459,47 +450,6 @@ def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
     wait_for(lambda: job_row(threaded_app, after).status == "succeeded", timeout=60)
     # Only the second job's tokeniser exists: the killed one left nothing behind.
     assert count(threaded_app, Tokenizer) == 1
-
-
-# ----- words mode's smallest vocab -------------------------------------------------------------
-def test_words_vocab_below_the_corpus_alphabet_is_refused_on_the_form(
-    app, client, job_runner, make_corpus
-):
-    corpus = make_corpus("abc abd\nxyz")  # a b c d x y z: 7 characters, + </w> + <unk>
-    page = client.get(f"/c/{corpus.slug}").get_data(as_text=True)
-    assert "9 for words (7 characters," in page
-    response = client.post(
-        f"/c/{corpus.slug}/train", data={**TRAIN, "mode": "words", "vocab_size": "8"}
-    )
-    html = response.get_data(as_text=True)
-    assert response.status_code == 422
-    # The library's own words for the same refusal, and nothing was queued.
-    with pytest.raises(ValueError, match="vocab_size must be at least 9") as library:
-        bpe.train("abc abd\nxyz", vocab_size=8, mode="words")
-    assert str(library.value) in html
-    assert count(app, TrainingJob) == 0
-    special = {**TRAIN, "mode": "words", "vocab_size": "9", "special_tokens": "<eot>"}
-    assert client.post(f"/c/{corpus.slug}/train", data=special).status_code == 422
-    assert count(app, TrainingJob) == 0
-    start_job(client, corpus.slug, mode="words", vocab_size="9")  # the minimum itself works
-    job_runner.run_next()
-    assert count(app, Tokenizer) == 1
-
-
-def test_run_again_of_a_job_that_cannot_work_is_refused(app, client, job_runner, make_corpus):
-    corpus = make_corpus("abc abd\nxyz")
-    forget_word_alphabet(app, corpus.id)
-    job_id = start_job(client, corpus.slug, mode="words", vocab_size="5")
-    job_runner.run_next()
-    assert job_row(app, job_id).status == "failed"
-    from webapp.models import Corpus
-
-    with app.extensions["bpe_db"].session_scope() as session:
-        session.get(Corpus, corpus.id).word_alphabet_size = 7  # as the upgrade counts it
-    response = client.post(f"/c/{corpus.slug}/jobs/{job_id}/rerun")
-    assert response.status_code == 422
-    assert "vocab_size must be at least 9 here" in response.get_data(as_text=True)
-    assert count(app, TrainingJob) == 1  # nothing new queued
 
 
 def test_the_job_page_refreshes_itself_without_javascript_until_done(

@@ -80,8 +80,6 @@ class Corpus(Base):
     char_count: Mapped[int] = mapped_column(Integer)
     line_count: Mapped[int] = mapped_column(Integer)
     source_encoding: Mapped[str] = mapped_column(String(20), default="utf-8")
-    # Distinct non-whitespace characters (words mode's alphabet), counted at upload.
-    word_alphabet_size: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, index=True)
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime)
 

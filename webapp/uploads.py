@@ -96,8 +96,6 @@ class NormalizedText:
     source_encoding: str
     preview: str = ""  # the first PREVIEW_CHARS characters
     lock_fd: int = -1  # held open with an exclusive flock until discarded (see remove_leftovers)
-    # Distinct characters outside whitespace: words mode's alphabet, so its smallest vocab.
-    word_alphabet_size: int | None = None
 
     def discard(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -170,7 +168,6 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
     raw_total = len(head)  # bytes of the upload read so far, BOM included
     fed = len(bom)  # raw offset of the first byte not yet given to the decoder
     size = chars = newlines = 0
-    seen: set[str] = set()  # at most every character Unicode has, whatever the upload's size
     last_char = preview = ""
     chunk = head[len(bom) :]
     while True:
@@ -197,7 +194,6 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
             size += len(encoded)
             chars += len(text)
             newlines += text.count("\n")
-            seen.update(text)
             last_char = text[-1]
             if len(preview) < PREVIEW_CHARS:
                 preview += text[: PREVIEW_CHARS - len(preview)]
@@ -208,10 +204,7 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
     if size == 0:
         raise UserError("The text is empty; upload a file or paste some text with content.")
     lines = newlines + (0 if last_char == "\n" else 1)
-    alphabet = sum(1 for c in seen if not c.isspace())
-    return NormalizedText(
-        "", size, digest.hexdigest(), chars, lines, encoding, preview, word_alphabet_size=alphabet
-    )
+    return NormalizedText("", size, digest.hexdigest(), chars, lines, encoding, preview)
 
 
 def _read(stream: ByteReader) -> bytes:
@@ -283,7 +276,6 @@ def store_corpus(
                 char_count=upload.char_count,
                 line_count=upload.line_count,
                 source_encoding=upload.source_encoding,
-                word_alphabet_size=upload.word_alphabet_size,
                 created_at=utcnow(),
             )
             .returning(Corpus.id)

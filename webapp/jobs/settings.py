@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import bpe
-from bpe.model import UNKNOWN
 from webapp.errors import UserError
 
 MAX_VOCAB_SIZE = 200_000
@@ -95,38 +94,6 @@ class JobSettings:
         if self.mode == "chunked":
             kwargs["pattern"] = self.pattern
         return kwargs
-
-
-def smallest_vocab(settings: JobSettings, word_alphabet_size: int | None) -> int | None:
-    """The least vocab size these settings can train with on a corpus (None: not known).
-
-    Naive and chunked need the 256 bytes; words mode needs its alphabet (the corpus's distinct
-    characters outside whitespace), `</w>`, and `<unk>` besides the given special tokens.
-    """
-    if settings.mode != "words":
-        return 256 + len(settings.special_tokens)
-    if word_alphabet_size is None:
-        return None
-    return word_alphabet_size + 1 + len(_words_specials(settings))
-
-
-def check_fits_corpus(settings: JobSettings, word_alphabet_size: int | None) -> None:
-    """Refuse (422) settings that training would refuse on this corpus, in the words the
-    library uses, before any job is queued."""
-    minimum = smallest_vocab(settings, word_alphabet_size)
-    if minimum is None or settings.vocab_size >= minimum:
-        return
-    specials = len(settings.special_tokens)
-    if settings.mode == "words":
-        specials = len(_words_specials(settings))
-    raise UserError(
-        f"vocab_size must be at least {minimum} here: {minimum - specials} base ids"
-        f" + {specials} special tokens"
-    )
-
-
-def _words_specials(settings: JobSettings) -> set[str]:
-    return set(settings.special_tokens) | {UNKNOWN}
 
 
 def parse_settings(form: Mapping[str, Any]) -> JobSettings:

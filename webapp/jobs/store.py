@@ -26,7 +26,7 @@ import bpe
 from webapp.convert import store_tokenizer
 from webapp.db import Database
 from webapp.errors import UserError
-from webapp.jobs.settings import JobSettings, check_fits_corpus
+from webapp.jobs.settings import JobSettings
 from webapp.models import ACTIVE_STATUSES, Corpus, JobStatus, TrainingJob, utcnow
 
 INTERRUPTED_MESSAGE = "The server stopped while this job was running. Run it again to retry."
@@ -71,11 +71,6 @@ class JobStore:
         """Queue all of these jobs or none (JobQueueFull, 429): a half-queued pair only confuses."""
         values = [JobSettings.coerce(one) for one in settings]
         with self.database.session_scope() as session:
-            alphabet = session.scalar(
-                select(Corpus.word_alphabet_size).where(Corpus.id == corpus_id)
-            )
-            for one in values:
-                check_fits_corpus(one, alphabet)  # a job bound to fail is not queued
             self._admit(session, len(values), owner_id=owner_id)
             now = utcnow()
             jobs = [
