@@ -3,16 +3,16 @@
 `training_jobs.phase` (reading, splitting, counting, merging, storing) lets the job page show
 where a job is before its first merge.
 
-Revision ID: 0010_phases_and_word_alphabet
-Revises: 0009_corpus_previews
+Revision ID: 0011_job_phases
+Revises: 0010_imported_tokenizers
 Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_phases_and_word_alphabet"
-down_revision = "0009_corpus_previews"
+revision = "0011_job_phases"
+down_revision = "0010_imported_tokenizers"
 branch_labels = None
 depends_on = None
 
