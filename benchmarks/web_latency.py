@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from webserver import Server, get, random_words
+from webserver import Server, get, owner_headers, random_words
 
 TRAIN = {"mode": "chunked", "vocab_size": 50000, "trainer": "reference", "pattern": "gpt4"}
 
@@ -33,11 +33,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def upload(base: str, text: str) -> str:
+def upload(base: str, text: str, owner: dict[str, str]) -> str:
     request = urllib.request.Request(
         f"{base}/api/corpora?name=bench",
         data=text.encode(),
-        headers={"Content-Type": "text/plain"},
+        headers={"Content-Type": "text/plain", **owner},
     )
     with urllib.request.urlopen(request) as response:
         return json.load(response)["slug"]
@@ -50,21 +50,23 @@ def measure(base: str, slug: str, n: int) -> list[float]:
     return [get(pages[i % len(pages)]) for i in range(n)]
 
 
-def start_job(base: str, slug: str) -> str:
+def start_job(base: str, slug: str, owner: dict[str, str]) -> str:
     body = "&".join(f"{k}={v}" for k, v in TRAIN.items()).encode()
-    request = urllib.request.Request(f"{base}/c/{slug}/train", data=body)
+    request = urllib.request.Request(f"{base}/c/{slug}/train", data=body, headers=owner)
     with urllib.request.urlopen(request) as response:
         return response.url  # the job page, after the redirect
 
 
-def job_status(job_url: str) -> str:
-    with urllib.request.urlopen(job_url + "/status") as response:
+def job_status(job_url: str, owner: dict[str, str]) -> str:
+    request = urllib.request.Request(job_url + "/status", headers=owner)  # the owner's page only
+    with urllib.request.urlopen(request) as response:
         page = response.read().decode()
     return page.split('data-status="', 1)[1].split('"', 1)[0]
 
 
-def merges_done(job_url: str) -> int:
-    with urllib.request.urlopen(job_url + "/status") as response:
+def merges_done(job_url: str, owner: dict[str, str]) -> int:
+    request = urllib.request.Request(job_url + "/status", headers=owner)
+    with urllib.request.urlopen(request) as response:
         page = response.read().decode()
     if 'class="merges">' not in page:
         return 0
@@ -80,17 +82,18 @@ def run_phase(name: str, text: str, n: int, *, job: bool = False, peer: bool = F
         )
         server = Server(workdir, burn=burn)
         try:
-            slug = upload(server.base, text)
+            owner = owner_headers(server.base)
+            slug = upload(server.base, text, owner)
             job_url = None
             if job:
-                job_url = start_job(server.base, slug)
+                job_url = start_job(server.base, slug, owner)
                 deadline = time.monotonic() + 30
-                while job_status(job_url) != "running" and time.monotonic() < deadline:
+                while job_status(job_url, owner) != "running" and time.monotonic() < deadline:
                     time.sleep(0.05)
                 time.sleep(1.0)  # past the child's start-up, into the merges
             times = measure(server.base, slug, n)
-            still = job_status(job_url) if job_url else None
-            progress = merges_done(job_url) if job_url else None
+            still = job_status(job_url, owner) if job_url else None
+            progress = merges_done(job_url, owner) if job_url else None
         finally:
             server.stop()
     if job and (still != "running" or not progress):

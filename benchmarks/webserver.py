@@ -5,6 +5,7 @@ The server runs in a separate process so the measuring client never shares its G
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -91,3 +92,14 @@ def get(url: str) -> float:
     with urllib.request.urlopen(url, timeout=60) as response:
         response.read()
     return time.perf_counter() - started
+
+
+def owner_headers(base: str) -> dict[str, str]:
+    """A fresh owner's bearer token as headers: how a script proves who it is (no CSRF token
+    then), so its uploads, trainings and job pages are its own."""
+    request = urllib.request.Request(
+        f"{base}/api/owners", data=b"{}", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        token = json.load(response)["owner_token"]
+    return {"Authorization": f"Bearer {token}"}

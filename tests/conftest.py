@@ -8,12 +8,26 @@ Set BPE_JOB_BACKEND=celery and TEST_BROKER_URL=redis://... to run it on the Cele
 every app then sends its jobs through its own broker queue, and the tests that need workers
 start real ones (`celery_workers`). Without a broker those tests skip with a message; with
 BPE_TESTS_NO_SKIP=1 (CI) they fail instead, so CI never skips them.
+
+Owners and CSRF (issue 8). CSRF protection is ON in every test app. Every Flask test client
+(`client`, or any `app.test_client()`) is a `BrowserClient`:
+- it is the *test owner's* browser: it carries the owner cookie of `TEST_OWNER` (a fixed token
+  whose owner row it makes on first use), so `make_corpus`/`make_tokenizer` rows, which belong
+  to that owner, can be trained on, renamed and deleted through it;
+- on every POST/PUT/PATCH/DELETE it sends the CSRF token its own session was given, read from a
+  real page exactly as htmx reads it from <body hx-headers>; pass `csrf=False` to leave it out.
+Other visitors: `make_owner()` -> TestOwner (a second owner: `.client()` is their browser,
+`.bearer` the `Authorization` header an API client sends), `stranger` (a browser with no owner
+yet), `raw_client` (plain werkzeug client: no cookie, no CSRF token, for the CSRF tests).
+A new POST route: post through `client` and it just works; an API call from a script sends
+`headers=owner.bearer` (any Content-Type then, raw uploads included).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -21,11 +35,17 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import flask
 import pytest
+from flask.testing import FlaskClient
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 
 import bpe
 from webapp import create_app, db
 from webapp.convert import store_tokenizer
+from webapp.models import Owner
+from webapp.owners import OWNER_COOKIE, token_hash
 from webapp.uploads import store_text
 
 SAMPLE_TEXT = (
@@ -96,6 +116,80 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytes
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     if NO_SKIP and report.skipped:  # a whole module skipped, e.g. by a module-level importorskip
         report.outcome = "failed"
+
+
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_CSRF_IN_PAGE = re.compile(r'hx-headers=\'\{"X-CSRFToken": "([^"]+)"\}\'')
+
+
+@dataclass(frozen=True)
+class TestOwner:
+    """An owner as tests hold it: the token (the browser's cookie, the API's bearer)."""
+
+    __test__ = False  # not a test class, whatever its name says
+    id: int
+    token: str
+    app: flask.Flask
+
+    @property
+    def bearer(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def client(self) -> BrowserClient:
+        return BrowserClient(self.app, self.app.response_class, owner_token=self.token)
+
+
+TEST_OWNER_TOKEN = "test-owner-token-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def ensure_owner(app: flask.Flask, token: str) -> int | None:
+    """The id of the owner with this token in the app's database, made if missing."""
+    try:
+        with app.extensions["bpe_db"].session_scope() as session:
+            digest = token_hash(token)
+            owner_id = session.scalar(select(Owner.id).where(Owner.token_sha256 == digest))
+            if owner_id is None:
+                owner = Owner(token_sha256=digest)
+                session.add(owner)
+                session.flush()
+                owner_id = owner.id
+            return owner_id
+    except SQLAlchemyError:  # no schema (AUTO_MIGRATE off): nobody can own anything yet
+        return None
+
+
+class BrowserClient(FlaskClient):
+    """A test client that behaves like the site's pages in a browser: owner cookie + CSRF token.
+
+    `BrowserClient(app, app.response_class, owner_token=None)` is a visitor with no owner yet.
+    """
+
+    def __init__(self, *args, owner_token: str | None = TEST_OWNER_TOKEN, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._csrf_token: str | None = None
+        if owner_token is not None and ensure_owner(self.application, owner_token):
+            self.set_cookie(OWNER_COOKIE, owner_token)
+
+    def csrf_token(self) -> str:
+        """The token the site gave this client's session, read from a page as htmx reads it."""
+        if self._csrf_token is None:
+            page = super().open("/owner/claim", method="GET").get_data(as_text=True)
+            found = _CSRF_IN_PAGE.search(page)
+            assert found, "no CSRF token in <body hx-headers> of /owner/claim"
+            self._csrf_token = found.group(1)
+        return self._csrf_token
+
+    def open(self, *args, csrf: bool = True, **kwargs):
+        method = kwargs.get("method", "GET").upper()
+        if csrf and method in STATE_CHANGING:
+            headers = dict(kwargs.pop("headers", None) or {})
+            headers.setdefault("X-CSRFToken", self.csrf_token())
+            kwargs["headers"] = headers
+        return super().open(*args, **kwargs)
+
+
+# Every app.test_client() in the suite, other areas' tests included, is a BrowserClient.
+flask.Flask.test_client_class = BrowserClient
 
 
 @dataclass(frozen=True)
@@ -215,8 +309,38 @@ def app(app_config):
 
 
 @pytest.fixture
-def client(app):
-    return app.test_client()
+def owner(app) -> TestOwner:
+    """The test owner: `client` is their browser; make_corpus/make_tokenizer rows are theirs."""
+    return TestOwner(ensure_owner(app, TEST_OWNER_TOKEN), TEST_OWNER_TOKEN, app)
+
+
+@pytest.fixture
+def client(app, owner):
+    return owner.client()
+
+
+@pytest.fixture
+def make_owner(app):
+    """make_owner() -> TestOwner: another owner, with a fresh random token."""
+    from webapp.owners import new_token
+
+    def _make() -> TestOwner:
+        token = new_token()
+        return TestOwner(ensure_owner(app, token), token, app)
+
+    return _make
+
+
+@pytest.fixture
+def stranger(app) -> BrowserClient:
+    """A browser that owns nothing (yet): pages give it CSRF tokens, it has no owner cookie."""
+    return BrowserClient(app, app.response_class, owner_token=None)
+
+
+@pytest.fixture
+def raw_client(app) -> FlaskClient:
+    """A plain client: no owner cookie and no CSRF token unless a test sends them itself."""
+    return FlaskClient(app, app.response_class, use_cookies=True)
 
 
 @pytest.fixture
@@ -232,11 +356,21 @@ def job_runner(app):
 
 @pytest.fixture
 def make_corpus(app):
-    """make_corpus(text=SAMPLE_TEXT, *, name="sample") -> CorpusRef, stored like an upload."""
+    """make_corpus(text=SAMPLE_TEXT, *, name="sample", owner=<the test owner>) -> CorpusRef,
+    stored like an upload. `owner=` a TestOwner from make_owner(), or None for no owner."""
 
-    def _make(text: str = SAMPLE_TEXT, *, name: str = "sample") -> CorpusRef:
+    def _make(
+        text: str = SAMPLE_TEXT, *, name: str = "sample", owner: TestOwner | None | str = "test"
+    ) -> CorpusRef:
+        owner_id = ensure_owner(app, TEST_OWNER_TOKEN) if owner == "test" else None
+        if isinstance(owner, TestOwner):
+            owner_id = owner.id
         row, _ = store_text(
-            app.extensions["bpe_db"], text, name=name, tmp_dir=app.config["UPLOAD_TMP_DIR"]
+            app.extensions["bpe_db"],
+            text,
+            name=name,
+            tmp_dir=app.config["UPLOAD_TMP_DIR"],
+            owner_id=owner_id,
         )
         return CorpusRef(row.id, row.slug, row.name, row.sha256)
 
@@ -248,7 +382,7 @@ def make_tokenizer(app, make_corpus):
     """make_tokenizer(text=SAMPLE_TEXT, *, vocab_size=300, mode="chunked", ...) -> TokenizerRef.
 
     Trains with the reference trainer (tiny texts, quick) and stores the result exactly as a
-    finished job does. Pass `corpus=` (a CorpusRef) to reuse a corpus.
+    finished job does. Pass `corpus=` (a CorpusRef) to reuse a corpus, `owner=` as make_corpus.
     """
 
     def _make(
@@ -261,8 +395,12 @@ def make_tokenizer(app, make_corpus):
         min_frequency: int = 1,
         trainer: str = "reference",
         corpus: CorpusRef | None = None,
+        owner: TestOwner | None | str = "test",
     ) -> TokenizerRef:
-        corpus = corpus or make_corpus(text)
+        corpus = corpus or make_corpus(text, owner=owner)
+        owner_id = ensure_owner(app, TEST_OWNER_TOKEN) if owner == "test" else None
+        if isinstance(owner, TestOwner):
+            owner_id = owner.id
         tok = bpe.train(
             text,
             vocab_size=vocab_size,
@@ -273,7 +411,7 @@ def make_tokenizer(app, make_corpus):
             min_frequency=min_frequency,
         )
         with app.extensions["bpe_db"].session_scope() as session:
-            row = store_tokenizer(session, tok, corpus_id=corpus.id)
+            row = store_tokenizer(session, tok, corpus_id=corpus.id, owner_id=owner_id)
             return TokenizerRef(row.id, row.slug, corpus.id, corpus.slug, tok)
 
     return _make

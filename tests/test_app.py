@@ -71,7 +71,7 @@ def test_home_shows_form_and_recent_items(client, make_tokenizer):
 
 def test_home_when_empty(client):
     page = client.get("/").get_data(as_text=True)
-    assert "No corpora yet" in page and "No tokenisers yet" in page
+    assert "Your corpora" in page and "None yet" in page and "No tokenisers yet" in page
 
 
 def test_base_links_css_and_vendored_htmx(client):

@@ -8,6 +8,7 @@ is not installed.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -153,3 +154,78 @@ def test_htmx_is_served_from_the_app(live_server, browser):
     assert page.evaluate("typeof htmx") == "object"
     assert all(url.startswith(live_server) for url in requests)
     page.close()
+
+
+# Registered before any page script runs (Playwright's init scripts are not subject to the CSP).
+CSP_LISTENER = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__cspViolations.push(e.violatedDirective + " " + e.blockedURI + " " + e.sourceFile);
+});
+"""
+
+
+def test_every_flow_works_under_the_csp_without_a_violation(live_server, browser):
+    """Issue 8: the strict CSP blocks nothing the pages need. htmx polls, swaps, posts with the
+    CSRF header from <body hx-headers>, redirects; the owner link claims on a second browser."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context()
+    context.add_init_script(CSP_LISTENER)
+    page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+    page.on(
+        "response",
+        lambda r: console.append(f"error: {r.status} {r.url}") if r.status >= 400 else None,
+    )
+    violations: list[str] = []
+
+    def visited() -> None:  # collect this page's violations before leaving it
+        violations.extend(page.evaluate("window.__cspViolations || []"))
+
+    upload(page, live_server, "CSP corpus", "the cat sat on the mat; the cat ate the rat.\n" * 80)
+    owner_link = page.locator(".owner-link-value").input_value()
+    assert "/owner/claim#" in owner_link
+    page.fill("#train-vocab", "300")
+    page.select_option("#train-trainer", "reference")
+    page.click("form.train-form button[type=submit]")
+    status = page.locator(".job-status")
+    expect(status).to_have_attribute("data-status", "succeeded", timeout=60_000)  # htmx polled
+    visited()
+    status.locator("a[href^='/t/']").click()
+    page.wait_for_url("**/t/*")
+    tokenizer_url = page.url
+    page.fill("#play-text", "the cat")  # htmx posts as you type (CSRF header)
+    expect(page.locator("#encoded .tokens")).to_contain_text("cat", timeout=15_000)
+    page.click("text=Share link")
+    expect(page.locator("#share input")).to_have_value(re.compile(r"/s/"), timeout=15_000)
+    visited()
+    page.goto(tokenizer_url + "/vocab")
+    page.fill("input[name=q]", "at")
+    page.keyboard.press("Enter")
+    expect(page.locator("body")).to_contain_text("at")
+    visited()
+    page.goto(tokenizer_url + "/merges")
+    visited()
+    page.goto(live_server + "/")
+    expect(page.locator(".recent-corpora")).to_contain_text("CSP corpus")
+    visited()
+
+    # The owner link, opened in another browser, makes it an owner there too.
+    other = browser.new_context()
+    other.add_init_script(CSP_LISTENER)
+    second = other.new_page()
+    second.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    second.goto(owner_link)
+    expect(second.locator("#owner-token")).not_to_have_value("")  # claim.js read the #fragment
+    assert "#" not in second.url  # and took the token out of the address bar
+    second.click("form.claim-form button[type=submit]")
+    expect(second.locator(".recent-corpora")).to_contain_text("CSP corpus")
+    violations.extend(second.evaluate("window.__cspViolations || []"))
+    other.close()
+    context.close()
+
+    assert violations == []
+    assert [line for line in console if "Content Security Policy" in line or "error" in line] == []

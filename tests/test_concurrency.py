@@ -38,8 +38,11 @@ def live_app(app_config, celery_workers):
     app.extensions["bpe_db"].dispose()
 
 
-def post(url: str, data: bytes, content_type: str) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": content_type})
+def post(url: str, data: bytes, content_type: str, token: str | None = None) -> tuple[int, bytes]:
+    headers = {"Content-Type": content_type}
+    if token is not None:  # a script proves its owner with a bearer token (no CSRF token then)
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read()
@@ -53,10 +56,14 @@ def test_concurrent_uploads_while_a_job_trains(live_app, random_words):
     corpus, _ = store_text(
         database, random_words(150_000, seed=7), name="big", tmp_dir=app.config["UPLOAD_TMP_DIR"]
     )
+    status, reply = post(f"{base}/api/owners", b"{}", "application/json")
+    assert status == 201, reply
+    token = json.loads(reply)["owner_token"]
     status, _ = post(
         f"{base}/c/{corpus.slug}/train",
         b"mode=chunked&vocab_size=6000&trainer=efficient",
         "application/x-www-form-urlencoded",
+        token,
     )
     assert status in (200, 303)
     with database.read_scope() as session:
@@ -68,7 +75,7 @@ def test_concurrent_uploads_while_a_job_trains(live_app, random_words):
     bodies += bodies[:4]  # the same bytes again, concurrently: must reuse the rows
 
     def upload(body: bytes) -> tuple[int, bytes, bytes]:
-        status, reply = post(f"{base}/api/corpora?name=c", body, "text/plain")
+        status, reply = post(f"{base}/api/corpora?name=c", body, "text/plain", token)
         return status, reply, body
 
     def job_status() -> str:

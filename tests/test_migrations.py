@@ -3,6 +3,7 @@ agree with what the migrations build."""
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Column, Integer, MetaData, Table, Text, inspect
@@ -18,6 +19,7 @@ TABLES = {
     "vocab_entries",
     "training_jobs",
     "playground_shares",
+    "owners",
 }
 
 
@@ -71,8 +73,10 @@ def test_schema_has_the_agreed_indexes(app):
     assert ("tokenizer_id", "byte_length") in vocab
     merges = {tuple(ix["column_names"]) for ix in inspector.get_indexes("merges")}
     assert ("tokenizer_id", "new_id") in merges
+    # One corpus per text and owner (issue 8): the upload's lookup, not unique across owners.
     corpora = {ix["name"]: ix for ix in inspector.get_indexes("corpora")}
-    assert corpora["ix_corpora_sha256"]["unique"]
+    assert corpora["ix_corpora_owner_sha256"]["column_names"] == ["owner_id", "sha256"]
+    assert "ix_corpora_sha256" not in corpora
 
 
 def test_cli_db_upgrade_reports_the_revision(runner):
@@ -93,6 +97,7 @@ def test_app_does_not_migrate_when_told_not_to(app_config):
         app.extensions["bpe_db"].dispose()
 
 
+@pytest.mark.database("sqlite")
 def test_corpus_text_is_the_last_column(app):
     """Uploads stream into a zeroblob placeholder, which SQLite keeps lazy only at a row's end."""
     columns = [c["name"] for c in inspect(app.extensions["bpe_db"].engine).get_columns("corpora")]

@@ -25,9 +25,11 @@ def test_runs_on_postgresql_with_psycopg3(app):
         assert conn.execute(text("SHOW server_version")).scalar().split(".")[0].isdigit()
 
 
-def test_text_is_converted_on_the_server_exactly(app, client):
+def test_text_is_converted_on_the_server_exactly(app, client, owner):
     data = "naïve 東京 😀 \\ ' \" line\n".encode() * 100
-    response = client.post("/api/corpora", data=data, content_type="text/plain")
+    response = client.post(
+        "/api/corpora", data=data, content_type="text/plain", headers=owner.bearer
+    )
     assert response.status_code == 201
     with app.extensions["bpe_db"].read_scope() as session:
         stored = session.scalar(select(Corpus.text))

@@ -89,8 +89,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def fetch(url: str, data: bytes | None = None, content_type: str = "application/json"):
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": content_type})
+def fetch(
+    url: str,
+    data: bytes | None = None,
+    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
+):
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": content_type, **(headers or {})}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status, dict(response.headers), response.read()
 
@@ -135,11 +142,15 @@ def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
         body = json.dumps({"name": "t", "text": "low lower lowest newer newest " * 20}).encode()
         _, _, reply = fetch(base + "/api/corpora", body)
         slug = json.loads(reply)["slug"]
+        # The upload made an owner; a script proves it with the token (no CSRF token then).
+        owner = {"Authorization": f"Bearer {json.loads(reply)['owner_token']}"}
         form = b"mode=chunked&vocab_size=270&trainer=reference"
-        request = urllib.request.Request(f"{base}/c/{slug}/train", data=form)
+        request = urllib.request.Request(f"{base}/c/{slug}/train", data=form, headers=owner)
         with urllib.request.urlopen(request, timeout=30) as response:
             job_url = response.url
-        wait_until(lambda: b'data-status="succeeded"' in fetch(job_url + "/status")[2])
+        wait_until(
+            lambda: b'data-status="succeeded"' in fetch(job_url + "/status", headers=owner)[2]
+        )
     finally:
         server.terminate()
         _, stderr = server.communicate(timeout=30)

@@ -213,18 +213,21 @@ def test_pasted_text_over_its_limit_is_413(app_config):
 
 
 # ----- the JSON / API upload --------------------------------------------------------------------
-def test_api_upload_raw_body(app, client):
+def test_api_upload_raw_body(app, client, owner):
     data = "raw body corpus ✓".encode()
     response = client.post(
         "/api/corpora?name=raw&filename=a/b.txt",
         data=data,
         content_type="text/plain; charset=utf-8",
+        headers=owner.bearer,
     )
     assert response.status_code == 201
     body = response.get_json()
     assert body["sha256"] == hashlib.sha256(data).hexdigest()
     assert body["name"] == "raw" and body["filename"] == "b.txt" and body["created"] is True
-    again = client.post("/api/corpora", data=data, content_type="application/octet-stream")
+    again = client.post(
+        "/api/corpora", data=data, content_type="application/octet-stream", headers=owner.bearer
+    )
     assert again.status_code == 200 and again.get_json()["slug"] == body["slug"]
 
 
@@ -234,11 +237,12 @@ def test_api_upload_json(app, client):
     assert stored(app, response.get_json()["slug"]).text == "json text"
 
 
-def test_api_upload_multipart(app, client):
+def test_api_upload_multipart(app, client, owner):
     response = client.post(
         "/api/corpora",
         data={"file": (io.BytesIO(b"multi"), "m.txt")},
         content_type="multipart/form-data",
+        headers=owner.bearer,
     )
     assert response.status_code == 201 and response.get_json()["filename"] == "m.txt"
 
@@ -252,8 +256,8 @@ def test_api_upload_multipart(app, client):
         ({"json": [1, 2]}, 422, '"text"'),
     ],
 )
-def test_api_upload_errors_are_json(app, client, kwargs, status, words):
-    response = client.post("/api/corpora", **kwargs)
+def test_api_upload_errors_are_json(app, client, owner, kwargs, status, words):
+    response = client.post("/api/corpora", headers=owner.bearer, **kwargs)
     assert response.status_code == status
     assert words in response.get_json()["error"]
     assert_nothing_left(app)
@@ -264,7 +268,11 @@ def test_api_oversize_is_json_413(app_config):
 
     app_config["MAX_UPLOAD_BYTES"] = 10
     app = create_app(app_config)
-    response = app.test_client().post("/api/corpora", data=b"x" * 11, content_type="text/plain")
+    client = app.test_client()
+    bearer = {"Authorization": f"Bearer {client.get_cookie('bpe_owner').value}"}
+    response = client.post(
+        "/api/corpora", data=b"x" * 11, content_type="text/plain", headers=bearer
+    )
     assert response.status_code == 413
     assert "10 bytes" in response.get_json()["error"]
     assert_nothing_left(app)

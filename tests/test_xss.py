@@ -43,7 +43,7 @@ OUR_HTMX = {
     "hx-trigger",
     "hx-push-url",
     "hx-swap",
-    "hx-on::before-swap",
+    "hx-headers",  # the CSRF token on <body>
     "hx-sync",  # the encode forms: one request at a time, the newest wins
 }
 SPECIAL = "<|<script>x</script>|>"

@@ -21,6 +21,8 @@ from webapp import (
     imports,
     inputs,
     jobs,
+    owners,
+    security,
     template_filters,
     uploads,
 )
@@ -43,6 +45,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         app.config.update(test_config)
     config.check(app.config)
     os.makedirs(app.instance_path, exist_ok=True)
+    if not app.config["SECRET_KEY"]:
+        app.config["SECRET_KEY"] = security.load_or_make_secret_key(app.instance_path)
     # Flask refuses bodies past this before any view runs; uploads check the file size exactly.
     largest = max(app.config["MAX_UPLOAD_BYTES"], app.config["MAX_IMPORT_BYTES"])
     app.config["MAX_CONTENT_LENGTH"] = largest + 1024 * 1024
@@ -51,10 +55,12 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     db.init_app(app)
     errors.init_app(app)
     inputs.init_app(app)  # before the blueprints: it replaces the `int` URL converter
+    security.init_app(app)
+    owners.init_app(app)
     template_filters.init_app(app)
     imports.init_app(app)
 
-    from webapp.views import api, compare, corpora, home, tokenizers
+    from webapp.views import api, compare, corpora, home, manage, owner, tokenizers
     from webapp.views import evaluations as evaluation_views
     from webapp.views import imports as import_views
     from webapp.views import jobs as job_views
@@ -68,6 +74,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         api,
         import_views,
         evaluation_views,
+        manage,
+        owner,
     ):
         app.register_blueprint(view_module.bp)
 

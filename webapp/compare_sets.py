@@ -63,15 +63,24 @@ def resolve_addition(session: Session, value: str) -> str:
     return browse.get_tokenizer(session, value).slug
 
 
-def candidates(session: Session, members: Sequence[Member]) -> list[Tokenizer]:
-    """Live tokenisers not in the set, those sharing a corpus with it first, then the newest."""
+def candidates(
+    session: Session, members: Sequence[Member], *, owner_id: int | None
+) -> list[Tokenizer]:
+    """The visitor's own live tokenisers not in the set, those sharing a corpus with it first,
+    then the newest. Only their own: the page must not hand out links they were not given."""
+    if owner_id is None:
+        return []
     in_set = [m.row.id for m in members]
     corpora = {m.row.corpus_id for m in members}
     shares_corpus = case((Tokenizer.corpus_id.in_(corpora), 0), else_=1)
     return list(
         session.scalars(
             select(Tokenizer)
-            .where(Tokenizer.id.not_in(in_set), Tokenizer.deleted_at.is_(None))
+            .where(
+                Tokenizer.id.not_in(in_set),
+                Tokenizer.deleted_at.is_(None),
+                Tokenizer.owner_id == owner_id,
+            )
             .order_by(shares_corpus, Tokenizer.id.desc())
             .limit(CANDIDATE_LIMIT)
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 MB = 1000 * 1000  # decimal, as every size the pages show (webapp.errors.human_bytes)
 
@@ -19,7 +20,24 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         str,
         "SQLAlchemy URL; default a SQLite file under instance/. `postgresql://...` uses psycopg 3.",
     ),
-    "SECRET_KEY": ("SECRET_KEY", str, "Flask secret key (default: a random one per start)."),
+    "SECRET_KEY": (
+        "SECRET_KEY",
+        str,
+        "Flask secret key; default a random one kept in instance/secret_key, so sessions and"
+        " CSRF tokens survive a restart.",
+    ),
+    "BPE_PUBLIC_URL": (
+        "PUBLIC_URL",
+        lambda v: _public_url(v),
+        "The site's address as visitors see it (`https://bpe.example.org`): absolute links and"
+        " the same-origin check use it, its host is trusted, and cookies get Secure on https.",
+    ),
+    "BPE_TRUSTED_HOSTS": (
+        "TRUSTED_HOSTS",
+        lambda v: [h.strip() for h in v.split(",") if h.strip()],
+        "Comma-separated host names the app answers to (Flask's TRUSTED_HOSTS; any other Host"
+        " header gets 400). Default: BPE_PUBLIC_URL's host, else localhost and 127.0.0.1.",
+    ),
     "BPE_MAX_UPLOAD_MB": (
         "MAX_UPLOAD_BYTES",
         lambda v: int(float(v) * MB),
@@ -45,6 +63,11 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         "JOBS_MAX_QUEUED",
         int,
         "Jobs that may wait in the queue (default 8); one more answers 429.",
+    ),
+    "BPE_JOBS_PER_OWNER": (
+        "JOBS_PER_OWNER",
+        int,
+        "Jobs one owner may have queued or running at once (default 3); one more answers 429.",
     ),
     "BPE_JOBS_MODE": (
         "JOBS_MODE",
@@ -98,9 +121,19 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
 }
 
 
+def _public_url(value: str) -> str:
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise ValueError(value)
+    return value.strip().rstrip("/")
+
+
 def defaults(instance_path: str) -> dict[str, Any]:
     return {
-        "SECRET_KEY": os.urandom(24).hex(),
+        "SECRET_KEY": None,  # create_app loads or makes instance/secret_key
+        "PUBLIC_URL": None,
+        "TRUSTED_HOSTS": None,  # security.init_app: PUBLIC_URL's host, else loopback names
+        "JOBS_PER_OWNER": 3,
         "DATABASE_URL": "sqlite:///" + os.path.join(instance_path, "bpe-workbench.sqlite3"),
         "MAX_UPLOAD_BYTES": 200 * MB,
         "MAX_PASTE_BYTES": 16 * MB,
@@ -153,5 +186,7 @@ def check(config: Mapping[str, Any]) -> None:
     for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES"):
         if config[key] < 1:
             raise ValueError(f"{key} must be at least 1")
+    if config["JOBS_PER_OWNER"] < 1:
+        raise ValueError("JOBS_PER_OWNER must be at least 1")
     if config["JOBS_MAX_QUEUED"] < 0:
         raise ValueError("JOBS_MAX_QUEUED must be 0 or more")

@@ -35,7 +35,9 @@ def final_token_count(tok: bpe.Tokenizer) -> int:
     return stats.tokens_after[-1] if stats.tokens_after else stats.initial_tokens
 
 
-def store_tokenizer(session: Session, tok: bpe.Tokenizer, *, corpus_id: int) -> Tokenizer:
+def store_tokenizer(
+    session: Session, tok: bpe.Tokenizer, *, corpus_id: int, owner_id: int | None = None
+) -> Tokenizer:
     """Add the tokeniser, its merges and vocabulary rows to `session` (flushed, not committed)."""
     stats = tok.training
     if stats is None:
@@ -43,6 +45,7 @@ def store_tokenizer(session: Session, tok: bpe.Tokenizer, *, corpus_id: int) -> 
     row = Tokenizer(
         slug=new_slug(),
         corpus_id=corpus_id,
+        owner_id=owner_id,
         mode=tok.mode,
         pattern=tok.pattern,
         trainer=stats.trainer,

@@ -1,6 +1,9 @@
 """The SQL behind the home and corpus pages: recent items, a corpus by its slug, its preview
 and its tokenisers, and a tokeniser's "compare with…" choices. Views pass their request
-session in and render what comes back; they write no queries of their own."""
+session in and render what comes back; they write no queries of their own.
+
+Every list is one owner's (issue 8): a page never hands out a link its visitor was not given,
+so a visitor who owns nothing (owner_id None) gets empty lists."""
 
 from __future__ import annotations
 
@@ -10,27 +13,37 @@ from sqlalchemy.orm import Session, joinedload
 from webapp.models import Corpus, CorpusPreview, Tokenizer
 from webapp.slugs import looks_like_slug
 
-RECENT = 10
+RECENT = 50
 COMPARE_CHOICES = 50
 
 
-def recent_corpora(session: Session, *, limit: int = RECENT) -> list[Corpus]:
+def recent_corpora(session: Session, *, owner_id: int | None, limit: int = RECENT) -> list[Corpus]:
+    if owner_id is None:
+        return []
     return list(
         session.scalars(
             select(Corpus)
-            .where(Corpus.deleted_at.is_(None))
+            .where(Corpus.deleted_at.is_(None), Corpus.owner_id == owner_id)
             .order_by(Corpus.created_at.desc(), Corpus.id.desc())
             .limit(limit)
         )
     )
 
 
-def recent_tokenizers(session: Session, *, limit: int = RECENT) -> list[Tokenizer]:
+def recent_tokenizers(
+    session: Session, *, owner_id: int | None, limit: int = RECENT
+) -> list[Tokenizer]:
+    if owner_id is None:
+        return []
     return list(
         session.scalars(
             select(Tokenizer)
             .outerjoin(Corpus)  # imported tokenisers have no corpus
-            .where(Tokenizer.deleted_at.is_(None), Corpus.deleted_at.is_(None))
+            .where(
+                Tokenizer.deleted_at.is_(None),
+                Corpus.deleted_at.is_(None),
+                Tokenizer.owner_id == owner_id,
+            )
             .options(joinedload(Tokenizer.corpus))
             .order_by(Tokenizer.created_at.desc(), Tokenizer.id.desc())
             .limit(limit)
@@ -52,18 +65,39 @@ def corpus_preview(session: Session, corpus_id: int) -> str:
     return preview or ""
 
 
-def tokenizers_of_corpus(session: Session, corpus_id: int) -> list[Tokenizer]:
+def tokenizers_of_corpus(
+    session: Session, corpus_id: int, *, owner_id: int | None
+) -> list[Tokenizer]:
+    """One owner's live tokenisers of a corpus, newest first."""
+    if owner_id is None:
+        return []
     return list(
         session.scalars(
             select(Tokenizer)
-            .where(Tokenizer.corpus_id == corpus_id, Tokenizer.deleted_at.is_(None))
+            .where(
+                Tokenizer.corpus_id == corpus_id,
+                Tokenizer.deleted_at.is_(None),
+                Tokenizer.owner_id == owner_id,
+            )
             .order_by(Tokenizer.id.desc())
         )
     )
 
 
-def compare_choices(session: Session, row: Tokenizer) -> list[Tokenizer]:
-    """Other live tokenisers of the same corpus, newest first (the "compare with…" choices)."""
+def count_tokenizers(session: Session, corpus_id: int) -> int:
+    """Every live tokeniser trained on the corpus, whoever trained it (deleting it deletes all)."""
+    return session.execute(
+        select(func.count())
+        .select_from(Tokenizer)
+        .where(Tokenizer.corpus_id == corpus_id, Tokenizer.deleted_at.is_(None))
+    ).scalar_one()
+
+
+def compare_choices(session: Session, row: Tokenizer, *, owner_id: int | None) -> list[Tokenizer]:
+    """The visitor's own other live tokenisers of the same corpus, newest first (the "compare
+    with…" choices)."""
+    if owner_id is None:
+        return []
     return list(
         session.scalars(
             select(Tokenizer)
@@ -71,6 +105,7 @@ def compare_choices(session: Session, row: Tokenizer) -> list[Tokenizer]:
                 Tokenizer.corpus_id == row.corpus_id,
                 Tokenizer.id != row.id,
                 Tokenizer.deleted_at.is_(None),
+                Tokenizer.owner_id == owner_id,
             )
             .order_by(Tokenizer.id.desc())
             .limit(COMPARE_CHOICES)

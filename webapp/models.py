@@ -64,17 +64,31 @@ class CorpusText(TypeDecorator):
         return value
 
 
+class Owner(Base):
+    """Someone who made something here, known only by the SHA-256 of their random token."""
+
+    __tablename__ = "owners"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class Corpus(Base):
     __tablename__ = "corpora"
+    # The same text uploaded twice by one owner is one corpus; two owners get one each, so an
+    # upload never hands out another owner's link.
+    __table_args__ = (Index("ix_corpora_owner_sha256", "owner_id", "sha256"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     slug: Mapped[str] = mapped_column(String(64), unique=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"))
+    # Whether visitors with the link (not only the owner) may train on it.
+    allow_training: Mapped[bool] = mapped_column(Boolean, default=False)
     name: Mapped[str] = mapped_column(String(200))
     filename: Mapped[str | None] = mapped_column(String(255))  # display only, never a path
     size_bytes: Mapped[int] = mapped_column(Integer)  # of the stored UTF-8 text
-    sha256: Mapped[str] = mapped_column(
-        String(64), unique=True, index=True
-    )  # of the stored UTF-8 text
+    sha256: Mapped[str] = mapped_column(String(64))  # of the stored UTF-8 text
     # Deferred: lists of corpora never load megabytes of text by accident.
     text: Mapped[str] = mapped_column(CorpusText, deferred=True)
     char_count: Mapped[int] = mapped_column(Integer)
@@ -107,6 +121,8 @@ class Tokenizer(Base):
     slug: Mapped[str] = mapped_column(String(64), unique=True)
     # Null for imported tokenisers, which have no corpus and no training record.
     corpus_id: Mapped[int | None] = mapped_column(ForeignKey("corpora.id"), index=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
+    name: Mapped[str | None] = mapped_column(String(200))  # set by a rename; else mode · size
     mode: Mapped[str] = mapped_column(String(16))
     pattern: Mapped[str | None] = mapped_column(Text)
     trainer: Mapped[str | None] = mapped_column(String(16))
@@ -138,6 +154,11 @@ class Tokenizer(Base):
     @property
     def imported(self) -> bool:
         return self.source_format is not None
+
+    @property
+    def label(self) -> str:
+        """What lists call it: the owner's name for it, else its mode and size."""
+        return self.name or f"{self.mode} · {self.vocab_size} tokens"
 
     @property
     def special_tokens_dict(self) -> dict[str, int]:
@@ -197,6 +218,7 @@ class TrainingJob(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id"), index=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
     settings: Mapped[str] = mapped_column(Text)  # JSON: mode, pattern, trainer, vocab_size, ...
     status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
     merges_done: Mapped[int] = mapped_column(Integer, default=0)
@@ -245,6 +267,7 @@ class PlaygroundShare(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     slug: Mapped[str] = mapped_column(String(64), unique=True)
     tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"))
     # Bytes, not Text: PostgreSQL text cannot hold NUL, and pasted text may contain it.
     text_utf8: Mapped[bytes] = mapped_column(LargeBinary)
     view: Mapped[str] = mapped_column(String(8))  # "text" or "ids"

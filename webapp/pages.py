@@ -1,14 +1,16 @@
 """Lookups and pages that several blueprints use: a corpus or job by its URL (or the 404),
-the home page and the corpus page, which are also re-rendered with a refusal's message."""
+the home page and the corpus page, which are also re-rendered with a refusal's message, who
+may train on a corpus, and a corpus as JSON."""
 
 from __future__ import annotations
 
 from flask import abort, render_template, request
 
-from webapp import db, evaluations, listings
+from webapp import db, evaluations, listings, owners
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.models import Corpus, TrainingJob
 from webapp.uploads import PREVIEW_CHARS
+from webapp.security import Forbidden, external_url
 
 
 def get_corpus_or_404(slug: str) -> Corpus:
@@ -19,13 +21,59 @@ def get_corpus_or_404(slug: str) -> Corpus:
     return corpus
 
 
-def get_job_or_404(slug: str, job_id: int) -> tuple[Corpus, TrainingJob]:
-    """Job URLs sit under their corpus's unguessable slug, so job ids reveal nothing."""
+def _find_job(slug: str, job_id: int) -> tuple[Corpus, TrainingJob]:
     corpus = get_corpus_or_404(slug)
     job = job_of_corpus(db.session(), corpus.id, job_id)
     if job is None:
         abort(404)
     return corpus, job
+
+
+def get_job_or_404(slug: str, job_id: int) -> tuple[Corpus, TrainingJob]:
+    """The job, for its owner only. Job ids are sequential, so anyone with the corpus link could
+    count through them: to everyone else a job is missing (the same 404), and its page never
+    hands out the tokeniser it made."""
+    corpus, job = _find_job(slug, job_id)
+    if not owners.owns(job):
+        abort(404)
+    return corpus, job
+
+
+def get_owned_job(slug: str, job_id: int) -> tuple[Corpus, TrainingJob]:
+    """The job for a change (cancel, run again): someone else's answers 403, a missing one 404."""
+    corpus, job = _find_job(slug, job_id)
+    owners.require_owner(job, "job")
+    return corpus, job
+
+
+def training_allowed(corpus: Corpus) -> bool:
+    """Its owner, or anyone if the owner allowed it. A corpus stored before owners existed has
+    no owner to decide: anyone with its link may train on it, as before."""
+    return corpus.owner_id is None or corpus.allow_training or owners.owns(corpus)
+
+
+def require_training_allowed(corpus: Corpus) -> None:
+    if not training_allowed(corpus):
+        raise Forbidden(
+            "The owner of this corpus has not allowed others to train on it. You can still"
+            " upload the same text yourself and train on your own copy."
+        )
+
+
+def corpus_json(corpus: Corpus) -> dict:
+    return {
+        "slug": corpus.slug,
+        "url": external_url("corpora.show", slug=corpus.slug),
+        "name": corpus.name,
+        "allow_training": corpus.allow_training,
+        "filename": corpus.filename,
+        "size_bytes": corpus.size_bytes,
+        "sha256": corpus.sha256,
+        "char_count": corpus.char_count,
+        "line_count": corpus.line_count,
+        "source_encoding": corpus.source_encoding,
+        "created_at": corpus.created_at.isoformat() + "Z",
+    }
 
 
 def render_home(
@@ -36,11 +84,13 @@ def render_home(
     import_error: str | None = None,
 ):
     """The home page, also re-rendered with an error when an upload or import is refused."""
+
     session = db.session()
+    owner_id = owners.current_owner_id()
     html = render_template(
         "home.html",
-        corpora=listings.recent_corpora(session),
-        tokenizers=listings.recent_tokenizers(session),
+        corpora=listings.recent_corpora(session, owner_id=owner_id),
+        tokenizers=listings.recent_tokenizers(session, owner_id=owner_id),
         error=error,
         import_error=import_error,
         form=form or {},
@@ -51,15 +101,23 @@ def render_home(
 def render_corpus(
     corpus: Corpus, *, error: str | None = None, status: int = 200, form: dict | None = None
 ):
-    """The corpus page, also re-rendered with an error when a training is refused."""
+    """The corpus page, also re-rendered with an error when a training is refused.
+
+    A visitor sees only their own jobs and tokenisers here: the corpus link gives away no
+    other link."""
     session = db.session()
+    owner_id = owners.current_owner_id()
+    is_owner = owners.owns(corpus)
     html = render_template(
         "corpora/show.html",
         corpus=corpus,
         preview=listings.corpus_preview(session, corpus.id),
         truncated=corpus.char_count > PREVIEW_CHARS,
-        jobs=jobs_of_corpus(session, corpus.id),
-        tokenizers=listings.tokenizers_of_corpus(session, corpus.id),
+        jobs=[] if owner_id is None else jobs_of_corpus(session, corpus.id, owner_id=owner_id),
+        tokenizers=listings.tokenizers_of_corpus(session, corpus.id, owner_id=owner_id),
+        is_owner=is_owner,
+        can_train=training_allowed(corpus),
+        tokenizer_total=listings.count_tokenizers(session, corpus.id) if is_owner else None,
         **evaluations.table_context(session, corpus, request.args.get("sort", "bpt")),
         error=error,
         form=form or {},

@@ -77,7 +77,14 @@ def _digest(text: str, display: Display) -> str:
     return hashlib.sha256(state.encode() + b"\0" + text.encode("utf-8")).hexdigest()
 
 
-def save_share(session: Session, *, tokenizer_id: int, text: str, display: Display) -> str:
+def save_share(
+    session: Session,
+    *,
+    tokenizer_id: int,
+    text: str,
+    display: Display,
+    owner_id: int | None = None,
+) -> str:
     """Store text + view state (or find the identical share) and return its slug."""
     digest = _digest(text, display)
     existing = session.scalar(
@@ -92,6 +99,7 @@ def save_share(session: Session, *, tokenizer_id: int, text: str, display: Displ
     share = PlaygroundShare(
         slug=new_slug(),
         tokenizer_id=tokenizer_id,
+        owner_id=owner_id,
         text_utf8=text.encode("utf-8"),
         view=display.view,
         options=json.dumps(options),

@@ -251,11 +251,22 @@ def clean_display(value: str | None, *, max_length: int) -> str:
 
 
 def store_corpus(
-    database: Database, upload: NormalizedText, *, name: str, filename: str | None
+    database: Database,
+    upload: NormalizedText,
+    *,
+    name: str,
+    filename: str | None,
+    owner_id: int | None = None,
 ) -> tuple[Corpus, bool]:
-    """Store the upload as a corpus, or reuse the row with the same text. -> (row, created)."""
+    """Store the upload as a corpus, or reuse this owner's row with the same text.
+    -> (row, created). Another owner's copy is never reused: its link is theirs to give."""
     with database.session_scope() as session:
-        existing = session.scalar(select(Corpus).where(Corpus.sha256 == upload.sha256))
+        existing = session.scalar(
+            select(Corpus)
+            .where(Corpus.sha256 == upload.sha256, _same_owner(owner_id))
+            .order_by(Corpus.id)
+            .limit(1)
+        )
         if existing is not None:
             if existing.deleted_at is not None:
                 # Uploading deleted text again brings it back, under a new link.
@@ -268,6 +279,8 @@ def store_corpus(
             insert(Corpus)
             .values(
                 slug=new_slug(),
+                owner_id=owner_id,
+                allow_training=False,
                 name=name,
                 filename=filename,
                 size_bytes=upload.size_bytes,
@@ -285,6 +298,10 @@ def store_corpus(
         session.add(CorpusPreview(corpus_id=corpus_id, text=upload.preview))
         session.flush()
         return session.get_one(Corpus, corpus_id), True
+
+
+def _same_owner(owner_id: int | None):
+    return Corpus.owner_id.is_(None) if owner_id is None else Corpus.owner_id == owner_id
 
 
 def _placeholder(database: Database, upload: NormalizedText):
@@ -305,7 +322,13 @@ def _stream_into_blob(session, corpus_id: int, upload: NormalizedText) -> None:
 
 
 def store_text(
-    database: Database, text: str, *, name: str, filename: str | None = None, tmp_dir: str
+    database: Database,
+    text: str,
+    *,
+    name: str,
+    filename: str | None = None,
+    tmp_dir: str,
+    owner_id: int | None = None,
 ) -> tuple[Corpus, bool]:
     """Validate and store a str (pasted text, tests); same rules and path as a file upload."""
     import io
@@ -314,6 +337,6 @@ def store_text(
         io.BytesIO(text.encode("utf-8")), limit=len(text) * 4 + 1, tmp_dir=tmp_dir
     )
     try:
-        return store_corpus(database, upload, name=name, filename=filename)
+        return store_corpus(database, upload, name=name, filename=filename, owner_id=owner_id)
     finally:
         upload.discard()

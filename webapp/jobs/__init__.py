@@ -38,6 +38,7 @@ def make_store(app: Flask) -> JobStore:
         app.extensions["bpe_db"],
         max_running=app.config["JOBS_MAX_RUNNING"],
         max_queued=app.config["JOBS_MAX_QUEUED"],
+        per_owner=app.config["JOBS_PER_OWNER"],
     )
 
 

@@ -54,10 +54,18 @@ class Update:
 class JobStore:
     """Job rows on one database. Safe to share between threads; holds no ORM objects."""
 
-    def __init__(self, database: Database, *, max_running: int = 1, max_queued: int = 8) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        max_running: int = 1,
+        max_queued: int = 8,
+        per_owner: int | None = None,
+    ) -> None:
         self.database = database
         self.max_running = max_running
         self.max_queued = max_queued
+        self.per_owner = per_owner  # jobs one owner may have queued or running (None: no limit)
 
     # ----- from requests -------------------------------------------------------------------------
     def submit_many(
@@ -76,6 +84,7 @@ class JobStore:
             jobs = [
                 TrainingJob(
                     corpus_id=corpus_id,
+                    owner_id=owner_id,
                     settings=one.to_json(),
                     status=JobStatus.QUEUED,
                     rerun_of_id=rerun_of,
@@ -90,10 +99,21 @@ class JobStore:
     def _admit(self, session: Session, wanted: int, *, owner_id: int | None) -> None:
         """Refuse `wanted` more jobs beyond the limits. Runs inside the inserting transaction.
 
-        `owner_id` is where a per-owner limit (issue 8: at most K queued jobs per owner) counts
-        that owner's queued jobs the same way; today nothing records owners yet.
+        First the owner's own limit (issue 8): one visitor may not fill the queue for everyone.
         """
-        del owner_id
+        if owner_id is not None and self.per_owner is not None:
+            mine = session.execute(
+                select(func.count())
+                .select_from(TrainingJob)
+                .where(TrainingJob.owner_id == owner_id, TrainingJob.status.in_(ACTIVE_STATUSES))
+            ).scalar_one()
+            if mine + wanted > self.per_owner:
+                raise JobQueueFull(
+                    f"You already have {mine} job{'s' if mine != 1 else ''} queued or running,"
+                    f" and one owner may have at most {self.per_owner} at once"
+                    f"{f' (this needs {wanted})' if wanted > 1 else ''}. Wait for one to finish,"
+                    " or cancel one."
+                )
         active = session.execute(
             select(func.count())
             .select_from(TrainingJob)
@@ -267,7 +287,7 @@ class JobStore:
             if job.cancel_requested:
                 job.status, job.finished_at = JobStatus.CANCELLED, utcnow()
                 return False
-            row = store_tokenizer(session, tok, corpus_id=job.corpus_id)
+            row = store_tokenizer(session, tok, corpus_id=job.corpus_id, owner_id=job.owner_id)
             job.status = JobStatus.SUCCEEDED
             job.tokenizer_id = row.id
             job.merges_done = len(tok.merges)
@@ -334,11 +354,14 @@ def job_of_corpus(session: Session, corpus_id: int, job_id: int) -> TrainingJob 
     )
 
 
-def jobs_of_corpus(session: Session, corpus_id: int, *, limit: int = 50) -> list[TrainingJob]:
+def jobs_of_corpus(
+    session: Session, corpus_id: int, *, owner_id: int, limit: int = 50
+) -> list[TrainingJob]:
+    """One owner's jobs on a corpus, newest first (a page lists nobody else's)."""
     return list(
         session.scalars(
             select(TrainingJob)
-            .where(TrainingJob.corpus_id == corpus_id)
+            .where(TrainingJob.corpus_id == corpus_id, TrainingJob.owner_id == owner_id)
             .order_by(TrainingJob.id.desc())
             .limit(limit)
         )

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, current_app, jsonify, request, url_for
+from flask import Blueprint, current_app, jsonify, request
 
-from webapp import browse, db
+from webapp import browse, db, owners
 from webapp.convert import load_tokenizer
 from webapp.describer import describer_for
 from webapp.errors import UserError
 from webapp.inputs import json_object
 from webapp.playground import TextTooLarge, check_text
+from webapp.security import external_url
 from webapp.token_display import counts
 
 bp = Blueprint("api", __name__, url_prefix="/api/t")
@@ -46,7 +47,8 @@ def metadata(slug: str):
     size = corpus.size_bytes if corpus else None
     return jsonify(
         slug=row.slug,
-        url=url_for("tokenizers.show", slug=row.slug, _external=True),
+        url=external_url("tokenizers.show", slug=row.slug),
+        name=row.name,
         mode=row.mode,
         pattern=row.pattern,
         trainer=row.trainer,
@@ -57,9 +59,15 @@ def metadata(slug: str):
         special_tokens=browse.special_tokens(row),
         training_seconds=row.training_seconds,
         created_at=row.created_at.isoformat() + "Z",
+        # The corpus's slug only for its owner (null for anyone else): a tokeniser link does not
+        # give its corpus away.
         corpus=None
         if corpus is None
-        else {"slug": corpus.slug, "name": corpus.name, "size_bytes": corpus.size_bytes},
+        else {
+            "slug": corpus.slug if owners.owns(corpus) else None,
+            "name": corpus.name,
+            "size_bytes": corpus.size_bytes,
+        },
         compression={
             "initial_tokens": row.initial_tokens,
             "final_token_count": row.final_token_count,
@@ -68,7 +76,7 @@ def metadata(slug: str):
             else None,
         },
         downloads={
-            fmt: url_for("tokenizers.download", slug=row.slug, fmt=fmt, _external=True)
+            fmt: external_url("tokenizers.download", slug=row.slug, fmt=fmt)
             for fmt in ("json", "hf", "tiktoken")
         },
     )

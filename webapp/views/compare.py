@@ -22,7 +22,7 @@ from typing import Any
 
 from flask import Blueprint, make_response, redirect, render_template, request, url_for
 
-from webapp import browse, compare_sets, db
+from webapp import browse, compare_sets, db, owners
 from webapp.comparison import (
     crossing_ids,
     curve,
@@ -34,7 +34,12 @@ from webapp.comparison import (
 from webapp.errors import UserError
 from webapp.htmx import is_fragment_request, page_or_fragment, refuse_in_place
 from webapp.jobs import get_jobs, parse_settings
-from webapp.pages import get_corpus_or_404, get_job_or_404, render_corpus
+from webapp.pages import (
+    get_corpus_or_404,
+    get_job_or_404,
+    render_corpus,
+    require_training_allowed,
+)
 from webapp.playground import Display, check_playground_text, list_display
 from webapp.replay_views import merge_views
 from webapp.segmentation import boundary_diff, clamp_merges, scrub, view_marks
@@ -324,7 +329,11 @@ def _render(slugs: list[str], fragment: str, values):
     if wants_page:
         context.update(_overview(context))
         session = db.session()
-        offered = compare_sets.candidates(session, context["members"]) if len(slugs) < 4 else []
+        offered = (
+            compare_sets.candidates(session, context["members"], owner_id=owners.current_owner_id())
+            if len(slugs) < 4
+            else []
+        )
         context.update(
             candidates=offered, candidate_corpora=compare_sets.corpus_names(session, offered)
         )
@@ -344,10 +353,13 @@ def pick(slug_a: str):
 @bp.post("/c/<slug>/compare")
 def start(slug: str):
     corpus = get_corpus_or_404(slug)
+    require_training_allowed(corpus)
     form = request.form.to_dict()
     try:
         settings = [parse_settings({**form, "mode": mode}) for mode in ("naive", "chunked")]
-        job_ids = get_jobs().submit_many(corpus.id, settings)  # both or neither
+        job_ids = get_jobs().submit_many(  # both or neither
+            corpus.id, settings, owner_id=owners.owner_id_for_write()
+        )
     except UserError as exc:
         return render_corpus(corpus, error=exc.message, status=exc.status, form=form)
     return redirect(

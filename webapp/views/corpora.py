@@ -14,12 +14,18 @@ from flask import (
     url_for,
 )
 
-from webapp import db, faults
+from webapp import db, faults, owners
 from webapp.errors import UserError, human_bytes
 from webapp.inputs import json_body
 from webapp.jobs import get_jobs, parse_settings
 from webapp.models import Corpus
-from webapp.pages import get_corpus_or_404, render_corpus, render_home
+from webapp.pages import (
+    corpus_json,
+    get_corpus_or_404,
+    render_corpus,
+    render_home,
+    require_training_allowed,
+)
 from webapp.uploads import (
     ByteReader,
     ConnectionDropped,
@@ -56,6 +62,7 @@ def _ingest(
             upload,
             name=display_name or display_file or DEFAULT_NAME,
             filename=display_file,
+            owner_id=owners.owner_id_for_write(),
         )
     finally:
         upload.discard()
@@ -128,22 +135,11 @@ def api_upload():
     )
     body = corpus_json(corpus)
     body["created"] = created
+    # Only when this upload made its owner: the one time the token is handed out.
+    token = owners.new_owner_token()
+    body["owner_token"] = token
+    body["owner_link"] = owners.owner_link(token) if token else None
     return jsonify(body), 201 if created else 200
-
-
-def corpus_json(corpus: Corpus) -> dict:
-    return {
-        "slug": corpus.slug,
-        "url": url_for("corpora.show", slug=corpus.slug, _external=True),
-        "name": corpus.name,
-        "filename": corpus.filename,
-        "size_bytes": corpus.size_bytes,
-        "sha256": corpus.sha256,
-        "char_count": corpus.char_count,
-        "line_count": corpus.line_count,
-        "source_encoding": corpus.source_encoding,
-        "created_at": corpus.created_at.isoformat() + "Z",
-    }
 
 
 @bp.get("/c/<slug>")
@@ -154,9 +150,10 @@ def show(slug: str):
 @bp.post("/c/<slug>/train")
 def train(slug: str):
     corpus = get_corpus_or_404(slug)
+    require_training_allowed(corpus)
     try:
         settings = parse_settings(request.form.to_dict())
-        job_id = get_jobs().submit(corpus.id, settings)
+        job_id = get_jobs().submit(corpus.id, settings, owner_id=owners.owner_id_for_write())
     except UserError as exc:
         return render_corpus(
             corpus, error=exc.message, status=exc.status, form=request.form.to_dict()

@@ -1,4 +1,5 @@
-"""The home page: the upload form and what was made most recently."""
+"""The home page: the upload form and what the visitor owns, newest first (only theirs: the
+slugs of other people's corpora and tokenisers are their keys)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from flask import Blueprint, redirect, render_template, request, url_for
 from webapp import db
 from webapp.jobs import get_jobs
 from webapp.jobs.store import fresh_job
-from webapp.pages import get_job_or_404
+from webapp.pages import get_job_or_404, get_owned_job
 
 bp = Blueprint("jobs", __name__)
 
@@ -28,7 +28,7 @@ def status(slug: str, job_id: int):
 
 @bp.post("/c/<slug>/jobs/<int:job_id>/cancel")
 def cancel(slug: str, job_id: int):
-    corpus, job = get_job_or_404(slug, job_id)
+    corpus, job = get_owned_job(slug, job_id)
     get_jobs().request_cancel(job.id)
     if request.headers.get("HX-Request"):
         job = fresh_job(db.session(), job.id)
@@ -38,6 +38,6 @@ def cancel(slug: str, job_id: int):
 
 @bp.post("/c/<slug>/jobs/<int:job_id>/rerun")
 def rerun(slug: str, job_id: int):
-    corpus, job = get_job_or_404(slug, job_id)
-    new_id = get_jobs().rerun(job.id)
+    corpus, job = get_owned_job(slug, job_id)
+    new_id = get_jobs().rerun(job.id, owner_id=job.owner_id)
     return redirect(url_for("jobs.show", slug=corpus.slug, job_id=new_id), code=303)

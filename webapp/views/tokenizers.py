@@ -20,7 +20,7 @@ from flask import (
 
 import bpe
 from bpe.token_info import CATEGORIES, merge_tree, token_category
-from webapp import browse, db, imports, listings
+from webapp import browse, db, imports, listings, owners
 from webapp.convert import load_tokenizer
 from webapp.describer import Describer, describer_for
 from webapp.downloads import export_file
@@ -42,6 +42,7 @@ from webapp.playground import (
 )
 from webapp.replay_views import merge_views, replay_views, scrub_arg, why_token_index
 from webapp.segmentation import clamp_merges, replay_token, scrub
+from webapp.security import external_url
 from webapp.token_display import (
     counts,
     token_infos,
@@ -70,11 +71,17 @@ bp.register_error_handler(UserError, refuse_in_place)
 def _tokenizer_context(slug: str) -> dict:
     session = db.session()
     row = browse.get_tokenizer(session, slug)
+    corpus = browse.corpus_of(session, row)
     return {
         "row": row,
-        "corpus": browse.corpus_of(session, row),
+        "corpus": corpus,
+        # The corpus's link only for its owner: a tokeniser link does not give its corpus away.
+        "corpus_link": owners.owns(corpus),
+        "is_owner": owners.owns(row),
         "specials": browse.special_tokens(row),
-        "compare_choices": listings.compare_choices(session, row),
+        "compare_choices": listings.compare_choices(
+            session, row, owner_id=owners.current_owner_id()
+        ),
         "references": imports.references(session),
         "downloads": DOWNLOADS,
     }
@@ -100,9 +107,12 @@ def share(slug: str):
     display = Display.from_args(request.form)
     text = request.form.get("text", "")
     check_playground_text(text)
+    owner_id = owners.owner_id_for_write()
     with db.session_scope() as session:
-        share_slug = save_share(session, tokenizer_id=context["row"].id, text=text, display=display)
-    link = url_for("tokenizers.shared", slug=slug, share_slug=share_slug, _external=True)
+        share_slug = save_share(
+            session, tokenizer_id=context["row"].id, text=text, display=display, owner_id=owner_id
+        )
+    link = external_url("tokenizers.shared", slug=slug, share_slug=share_slug)
     if is_fragment_request():
         return render_template("tokenizers/_share_link.html", link=link)
     return redirect(link, code=303)
@@ -115,7 +125,7 @@ def shared(slug: str, share_slug: str):
     if found is None:
         raise UserError("There is no shared playground at this address.", status=404)
     text, display = found
-    context["share_link"] = request.base_url
+    context["share_link"] = external_url("tokenizers.shared", slug=slug, share_slug=share_slug)
     return _playground(context, request.args, display, text=text)
 
 

@@ -1,0 +1,198 @@
+"""Security headers on every route of app.url_map (issue 8): HTML carries the CSP and nosniff,
+downloads are attachments, no page holds inline code the CSP would block, hosts come from
+configuration only."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from webapp.security import CSP
+
+TRAIN = {"mode": "chunked", "vocab_size": "300", "trainer": "reference", "pattern": "gpt4"}
+INLINE_CODE = [
+    (re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.I), "an inline <script>"),
+    (re.compile(r"<style\b", re.I), "a <style> block"),
+    (re.compile(r"\sstyle\s*=", re.I), "a style attribute"),
+    (re.compile(r"\son[a-z]+\s*=", re.I), "an on* handler"),
+    (re.compile(r"\shx-on", re.I), "an hx-on attribute"),
+    (re.compile(r"javascript:", re.I), "a javascript: URL"),
+    (re.compile(r"\shx-vars|\bjs:", re.I), "an htmx eval expression"),
+]
+# Payloads for the routes that take a body; every other POST is sent empty.
+FORMS = {
+    "corpora.upload": {"data": {"text": "a fresh corpus for the header test"}},
+    "corpora.api_upload": {"json": {"text": "another fresh corpus", "name": "api"}},
+    "corpora.train": {"data": TRAIN},
+    "compare.start": {"data": {"vocab_size": "300", "trainer": "reference"}},
+    "tokenizers.encode": {"data": {"text": "hello world"}},
+    "tokenizers.share": {"data": {"text": "hello world"}},
+    "compare.encode": {"data": {"text": "hello world"}},
+    "api.encode": {"json": {"text": "hello world"}},
+    "api.decode": {"json": {"ids": [104, 105]}},
+    "manage.rename_corpus": {"data": {"name": "renamed"}},
+    "manage.corpus_training": {"data": {"allow": "1"}},
+    "manage.rename_tokenizer": {"data": {"name": "renamed"}},
+    "manage.api_update_corpus": {"json": {"name": "renamed"}},
+    "manage.api_update_tokenizer": {"json": {"name": "renamed"}},
+    "manage.api_delete_corpus": {"json": {"delete_tokenizers": True}},
+    "owner.api_new_owner": {"json": {}},
+}
+# These remove what they are pointed at, so they get a tokeniser (and corpus) of their own.
+DESTRUCTIVE = {
+    "manage.delete_corpus",
+    "manage.delete_tokenizer",
+    "manage.api_delete_corpus",
+    "manage.api_delete_tokenizer",
+}
+
+
+@pytest.fixture
+def world(client, owner, make_corpus, make_tokenizer):
+    """One of everything a route can point at, all owned by the test owner."""
+    corpus = make_corpus()
+    toks = [make_tokenizer(corpus=corpus, vocab_size=size) for size in (280, 300, 320, 340)]
+    job = client.post(f"/c/{corpus.slug}/train", data=TRAIN)
+    assert job.status_code == 303, job.get_data(as_text=True)
+    pair = client.post(f"/c/{corpus.slug}/compare", data={"vocab_size": "300"})
+    assert pair.status_code == 303, pair.get_data(as_text=True)
+    job_a, job_b = pair.headers["Location"].rstrip("/").split("/")[-2:]
+    share = client.post(f"/t/{toks[0].slug}/share", data={"text": "shared text"})
+    assert share.status_code == 303
+    return {
+        "slug": corpus.slug,
+        "slug_a": toks[0].slug,
+        "slug_b": toks[1].slug,
+        "slug_c": toks[2].slug,
+        "slug_d": toks[3].slug,
+        "job_id": job.headers["Location"].rsplit("/", 1)[-1],
+        "job_a": job_a,
+        "job_b": job_b,
+        "share_slug": share.headers["Location"].rsplit("/", 1)[-1],
+        "token_id": "100",
+        "fmt": "json",
+        "filename": "app.js",
+    }
+
+
+def _url(rule, values: dict, *, tokenizer_route: bool) -> str:
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name == "slug" and tokenizer_route:
+            return values["slug_a"]
+        return str(values[name])
+
+    return re.sub(r"<(?:[a-z]+:)?([a-z_]+)>", value, rule.rule)
+
+
+def _routes(app):
+    for rule in app.url_map.iter_rules():
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            yield rule, method
+
+
+def test_every_route_sends_the_security_headers(app, client, world, make_tokenizer):
+    seen_html = 0
+    checked = []
+    for rule, method in _routes(app):
+        endpoint = rule.endpoint
+        values = dict(world)
+        if endpoint in DESTRUCTIVE and method != "GET":
+            own = make_tokenizer(vocab_size=260)
+            values.update(slug=own.corpus_slug, slug_a=own.slug)
+        tokenizer_route = rule.rule.startswith(("/t/", "/api/t/"))
+        urls = [_url(rule, values, tokenizer_route=tokenizer_route)]
+        if endpoint == "tokenizers.download":
+            urls = [urls[0].rsplit("/", 1)[0] + f"/{fmt}" for fmt in ("json", "hf", "tiktoken")]
+        for url in urls:
+            response = client.open(url, method=method, **FORMS.get(endpoint, {}))
+            where = f"{method} {url} -> {response.status_code}"
+            assert response.status_code < 500, where
+            headers = response.headers
+            assert headers.get("X-Content-Type-Options") == "nosniff", where
+            assert headers.get("Referrer-Policy") == "no-referrer", where
+            if response.mimetype == "text/html":
+                seen_html += 1
+                assert headers.get("Content-Security-Policy") == CSP, where
+                assert "unsafe" not in headers["Content-Security-Policy"]
+                assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+                _assert_no_inline_code(response.get_data(as_text=True), where)
+            if response.mimetype in ("text/html", "application/json"):  # pages and API answers
+                assert headers.get("Cache-Control") == "no-store", where
+            if endpoint == "tokenizers.download":
+                assert response.status_code == 200, where
+                assert headers["Content-Disposition"].startswith("attachment;"), where
+            checked.append((rule.rule, method))
+    assert len(checked) >= len(list(_routes(app))) + 2  # every route, three downloads
+    assert seen_html >= 25
+
+
+def _assert_no_inline_code(page: str, where: str) -> None:
+    for pattern, what in INLINE_CODE:
+        found = pattern.search(page)
+        assert found is None, f"{where}: {what}: {page[found.start() : found.start() + 80]!r}"
+
+
+def test_pages_configure_htmx_for_the_csp_and_send_the_csrf_token(client, make_tokenizer):
+    made = make_tokenizer()
+    page = client.get(f"/t/{made.slug}").get_data(as_text=True)
+    meta = re.search(r'<meta name="htmx-config" content=\'([^\']+)\'>', page)
+    assert meta is not None
+    import json
+
+    config = json.loads(meta.group(1))
+    assert config == {"allowEval": False, "allowScriptTags": False, "includeIndicatorStyles": False}
+    headers = re.search(r"<body hx-headers='([^']+)'>", page)
+    assert headers is not None and set(json.loads(headers.group(1))) == {"X-CSRFToken"}
+
+
+def test_an_untrusted_host_is_refused_and_never_echoed(client, make_tokenizer):
+    made = make_tokenizer()
+    response = client.get(f"/t/{made.slug}", headers={"Host": "evil.example"})
+    assert response.status_code == 400
+    assert "evil.example" not in response.get_data(as_text=True)
+    api = client.get(f"/api/t/{made.slug}", headers={"Host": "evil.example"})
+    assert api.status_code == 400 and api.is_json
+
+
+def test_absolute_links_come_from_the_public_url(app_config, owner):
+    from tests.conftest import BrowserClient
+    from webapp import create_app
+
+    app_config["PUBLIC_URL"] = "https://bpe.example.org"
+    app = create_app(app_config)
+    try:
+        assert app.config["TRUSTED_HOSTS"] == ["bpe.example.org"]
+        client = BrowserClient(app, app.response_class, owner_token=None)
+        reply = client.post(
+            "/api/corpora",
+            json={"text": "public url text"},
+            base_url="https://bpe.example.org",
+            headers={"Origin": "https://bpe.example.org"},
+            csrf=False,  # an anonymous JSON call carries no cookie, so it needs no token
+        )
+        assert reply.status_code == 201, reply.get_data(as_text=True)
+        body = reply.get_json()
+        assert body["url"].startswith("https://bpe.example.org/c/")
+        assert body["owner_link"].startswith("https://bpe.example.org/owner/claim#")
+        cookies = reply.headers.getlist("Set-Cookie")
+        [owner_cookie] = [c for c in cookies if c.startswith("bpe_owner=")]
+        assert "HttpOnly" in owner_cookie and "SameSite=Lax" in owner_cookie
+        assert "Secure" in owner_cookie
+        page = client.get("/", base_url="https://bpe.example.org")
+        [session_cookie] = page.headers.getlist("Set-Cookie")
+        assert "HttpOnly" in session_cookie and "SameSite=Lax" in session_cookie
+        assert "Secure" in session_cookie
+        assert client.get("/", base_url="http://localhost").status_code == 400
+    finally:
+        app.extensions["bpe_db"].dispose()
+
+
+def test_the_secret_key_survives_a_restart(tmp_path):
+    """Pages left open across a restart keep working: the key is made once and kept."""
+    from webapp.security import load_or_make_secret_key
+
+    first = load_or_make_secret_key(str(tmp_path))
+    assert load_or_make_secret_key(str(tmp_path)) == first and len(first) >= 32
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0  # readable by the owner only
