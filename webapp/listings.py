@@ -7,7 +7,7 @@ so a visitor who owns nothing (owner_id None) gets empty lists."""
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
 from webapp.models import Corpus, CorpusPreview, Tokenizer

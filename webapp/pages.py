@@ -9,8 +9,8 @@ from flask import abort, render_template, request
 from webapp import db, evaluations, listings, owners
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.models import Corpus, TrainingJob
-from webapp.uploads import PREVIEW_CHARS
 from webapp.security import Forbidden, external_url
+from webapp.uploads import PREVIEW_CHARS
 
 
 def get_corpus_or_404(slug: str) -> Corpus:

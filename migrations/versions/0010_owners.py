@@ -48,6 +48,15 @@ def upgrade() -> None:
     # SQLite rebuilds the table to keep `text` last; PostgreSQL adds the columns in place
     # (it cannot reorder columns, and the streaming placeholder is SQLite's alone).
     sqlite = op.get_bind().dialect.name == "sqlite"
+    if sqlite:
+        # SQLite rebuilds a table by dropping the old one, which with foreign keys on is a
+        # DELETE (refused for rows that point at it, cascading into previews). Its own advice:
+        # rebuild with foreign keys off, then check them. The pragma only acts between
+        # transactions, so this one is closed and reopened around it.
+        bind = op.get_bind()
+        bind.exec_driver_sql("COMMIT")
+        bind.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        bind.exec_driver_sql("BEGIN IMMEDIATE")
     with op.batch_alter_table(
         "corpora",
         recreate="always" if sqlite else "auto",
@@ -63,6 +72,13 @@ def upgrade() -> None:
         )
         batch.drop_index("ix_corpora_sha256")
         batch.create_index("ix_corpora_owner_sha256", ["owner_id", "sha256"])
+    if sqlite:
+        broken = bind.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"rows point at missing rows after rebuilding corpora: {broken}")
+        bind.exec_driver_sql("COMMIT")
+        bind.exec_driver_sql("PRAGMA foreign_keys=ON")
+        bind.exec_driver_sql("BEGIN IMMEDIATE")
     with op.batch_alter_table("tokenizers") as batch:
         batch.add_column(
             sa.Column(

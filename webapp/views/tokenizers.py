@@ -41,8 +41,8 @@ from webapp.playground import (
     save_share,
 )
 from webapp.replay_views import merge_views, replay_views, scrub_arg, why_token_index
-from webapp.segmentation import clamp_merges, replay_token, scrub
 from webapp.security import external_url
+from webapp.segmentation import clamp_merges, replay_token, scrub
 from webapp.token_display import (
     counts,
     token_infos,
