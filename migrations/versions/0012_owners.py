@@ -5,16 +5,16 @@ Rows made before this revision have no owner: anyone with their link can still v
 nobody can change them. The same text is now one corpus per owner (an upload must never hand
 out another owner's link), so the unique index on corpora.sha256 becomes (owner_id, sha256).
 
-Revision ID: 0010_owners
-Revises: 0009_corpus_previews
+Revision ID: 0012_owners
+Revises: 0011_job_phases
 Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_owners"
-down_revision = "0009_corpus_previews"
+revision = "0012_owners"
+down_revision = "0011_job_phases"
 branch_labels = None
 depends_on = None
 
@@ -72,13 +72,6 @@ def upgrade() -> None:
         )
         batch.drop_index("ix_corpora_sha256")
         batch.create_index("ix_corpora_owner_sha256", ["owner_id", "sha256"])
-    if sqlite:
-        broken = bind.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
-        if broken:
-            raise RuntimeError(f"rows point at missing rows after rebuilding corpora: {broken}")
-        bind.exec_driver_sql("COMMIT")
-        bind.exec_driver_sql("PRAGMA foreign_keys=ON")
-        bind.exec_driver_sql("BEGIN IMMEDIATE")
     with op.batch_alter_table("tokenizers") as batch:
         batch.add_column(
             sa.Column(
@@ -102,6 +95,13 @@ def upgrade() -> None:
                 sa.ForeignKey("owners.id", name="fk_playground_shares_owner_id"),
             )
         )
+    if sqlite:
+        broken = bind.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"rows point at missing rows after rebuilding tables: {broken}")
+        bind.exec_driver_sql("COMMIT")
+        bind.exec_driver_sql("PRAGMA foreign_keys=ON")
+        bind.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def downgrade() -> None:
