@@ -72,6 +72,7 @@ def world(client, owner, make_corpus, make_tokenizer):
         "share_slug": share.headers["Location"].rsplit("/", 1)[-1],
         "token_id": "100",
         "fmt": "json",
+        "evaluation_id": "1",  # none exists: a 404 page must carry the headers too
         "filename": "app.js",
     }
 

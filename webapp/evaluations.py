@@ -146,11 +146,24 @@ class EvaluationView:
         return None if self.row.never_used is None else len(self.row.never_used) // 4
 
 
-def evaluations_of_corpus(session: Session, corpus_id: int, *, sort: str = "bpt") -> list:
+def _visible(owner_id: int | None):
+    """References (public) and the visitor's own tokenisers: a corpus page lists no other's."""
+    return Tokenizer.reference.is_not(None) | (
+        (Tokenizer.owner_id == owner_id) if owner_id is not None else False
+    )
+
+
+def evaluations_of_corpus(
+    session: Session, corpus_id: int, *, sort: str = "bpt", owner_id: int | None = None
+) -> list:
     rows = session.scalars(
         select(Evaluation)
         .join(Tokenizer, Tokenizer.id == Evaluation.tokenizer_id)
-        .where(Evaluation.corpus_id == corpus_id, Tokenizer.deleted_at.is_(None))
+        .where(
+            Evaluation.corpus_id == corpus_id,
+            Tokenizer.deleted_at.is_(None),
+            _visible(owner_id),
+        )
         .options(joinedload(Evaluation.tokenizer))
     ).all()
     views = [EvaluationView(r, r.tokenizer, status_of(r)) for r in rows]
@@ -159,18 +172,20 @@ def evaluations_of_corpus(session: Session, corpus_id: int, *, sort: str = "bpt"
     return done + [v for v in views if v.row.tokens is None]
 
 
-def table_context(session: Session, corpus: Corpus, sort: str) -> dict[str, Any]:
+def table_context(
+    session: Session, corpus: Corpus, sort: str, *, owner_id: int | None = None
+) -> dict[str, Any]:
     """What the corpus page's evaluation table needs; an unknown sort is the default one."""
     if sort not in SORTS:
         sort = "bpt"
-    views = evaluations_of_corpus(session, corpus.id, sort=sort)
+    views = evaluations_of_corpus(session, corpus.id, sort=sort, owner_id=owner_id)
     return {
         "evaluations": views,
         "sort": sort,
         "sorts": SORTS,
         "best_bpt": max((v.row.bytes_per_token or 0 for v in views), default=0),
         "active": any(v.status in (JobStatus.QUEUED, JobStatus.RUNNING) for v in views),
-        "candidates": candidates(session),
+        "candidates": candidates(session, owner_id=owner_id),
     }
 
 
@@ -192,12 +207,13 @@ def longest_pairs(row: Evaluation) -> list[tuple[int, int]]:
     return [(int(i), int(c)) for i, c in json.loads(row.longest or "[]")]
 
 
-def candidates(session: Session) -> list[Tokenizer]:
-    """Every live tokeniser, references and imports first: what a corpus can be evaluated with."""
+def candidates(session: Session, *, owner_id: int | None = None) -> list[Tokenizer]:
+    """The references and the visitor's own live tokenisers, references first: what a corpus
+    can be evaluated with (issue 8: no list hands out another owner's link)."""
     return list(
         session.scalars(
             select(Tokenizer)
-            .where(Tokenizer.deleted_at.is_(None))
+            .where(Tokenizer.deleted_at.is_(None), _visible(owner_id))
             .order_by(Tokenizer.reference.is_(None), Tokenizer.id.desc())
             .limit(200)
         )

@@ -118,7 +118,9 @@ def render_corpus(
         is_owner=is_owner,
         can_train=training_allowed(corpus),
         tokenizer_total=listings.count_tokenizers(session, corpus.id) if is_owner else None,
-        **evaluations.table_context(session, corpus, request.args.get("sort", "bpt")),
+        **evaluations.table_context(
+            session, corpus, request.args.get("sort", "bpt"), owner_id=owner_id
+        ),
         error=error,
         form=form or {},
     )

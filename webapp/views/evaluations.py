@@ -22,7 +22,7 @@ from flask import (
     url_for,
 )
 
-from webapp import browse, db, evaluations
+from webapp import browse, db, evaluations, owners
 from webapp.convert import load_tokenizer
 from webapp.pages import get_corpus_or_404
 from webapp.token_display import token_infos, token_view
@@ -50,7 +50,9 @@ def table(slug: str):
     if not request.headers.get("HX-Request"):
         return redirect(url_for("corpora.show", slug=corpus.slug, sort=request.args.get("sort"))
                         + "#evaluations", code=303)  # fmt: skip
-    context = evaluations.table_context(db.session(), corpus, request.args.get("sort", "bpt"))
+    context = evaluations.table_context(
+        db.session(), corpus, request.args.get("sort", "bpt"), owner_id=owners.current_owner_id()
+    )
     return render_template("corpora/_evaluations.html", corpus=corpus, **context)
 
 
