@@ -51,6 +51,9 @@ def world(app, client, make_tokenizer):
     pair = client.post(f"/c/{corpus}/compare", data={"vocab_size": "260"}).headers["Location"]
     job_a, job_b = (int(part) for part in pair.rstrip("/").split("/")[-2:])
     share = client.post(f"/t/{a.slug}/share", data={"text": "hi"}).headers["Location"]
+    evaluation_id = app.extensions["bpe_evaluations"].submit(
+        tokenizer_id=a.id, corpus_id=a.corpus_id
+    )
     return {
         "slug": a.slug,
         "slug_a": a.slug,
@@ -62,6 +65,7 @@ def world(app, client, make_tokenizer):
         "job_a": job_a,
         "job_b": job_b,
         "share_slug": share.rsplit("/", 1)[1],
+        "evaluation_id": evaluation_id,
     }
 
 
@@ -96,6 +100,11 @@ def build_table(app, world) -> list[Row]:
     def add(method, url, expect, rule="", says="", **kwargs):
         rows.append(Row(method, url, set(expect), kwargs, rule, says))
 
+    # Several rules can share one address (GET and DELETE of /api/t/<slug> are two views), so a
+    # method is wrong only when no rule of that address takes it.
+    taken: dict[str, set[str]] = {}
+    for rule in app.url_map.iter_rules():
+        taken.setdefault(rule.rule, set()).update(rule.methods or ())
     for rule in app.url_map.iter_rules():
         good = _values_for(rule, world)
         methods = sorted(rule.methods - {"HEAD", "OPTIONS"})
@@ -122,7 +131,8 @@ def build_table(app, world) -> list[Row]:
         url = _url(rule.rule, good)
         # a method the route does not take
         for wrong in ("PUT", "DELETE", "PATCH"):
-            add(wrong, url, {405}, rule.rule)
+            if wrong not in taken[rule.rule]:
+                add(wrong, url, {405}, rule.rule)
         # an over-long address, and a query value that is not UTF-8
         add(method, url + "?pad=" + "a" * 9000, {414}, rule.rule, "at most 8,192")
         add(method, url + "?q=%FF%FEx", {400}, rule.rule, "byte offset 0 (0xff")
@@ -264,14 +274,20 @@ def _body_rows(world) -> list[Row]:
     return rows
 
 
-def test_every_bad_input_is_a_clear_4xx(app, client, world):
+def test_every_bad_input_is_a_clear_4xx(app, client, owner, world):
     table = build_table(app, world)
     assert len(table) >= 150
     adapter = app.url_map.bind("localhost")
     reached: set[str] = set()
     failures = []
     for row in table:
-        response = client.open(row.url, method=row.method, **row.kwargs)
+        kwargs = dict(row.kwargs)
+        if row.url.startswith("/api/"):
+            # The owner's script, as the README's curl examples are: the bearer token lets any
+            # body through the API's same-origin guard, so each row tests its input, not that guard
+            # (tests/test_security.py covers the refusals).
+            kwargs["headers"] = {**kwargs.get("headers", {}), **owner.bearer}
+        response = client.open(row.url, method=row.method, **kwargs)
         status = response.status_code
         if row.rule:
             reached.add(row.rule)
