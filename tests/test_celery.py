@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 import bpe
-from tests.conftest import need_broker
+from tests.conftest import TEST_OWNER_TOKEN, ensure_owner, need_broker
 from webapp import create_app
 from webapp.jobs.celery_backend import TASK_NAME
 from webapp.jobs.settings import JobSettings
@@ -69,8 +69,13 @@ def wait_for(predicate, timeout: float = 90.0, interval: float = 0.05):
 
 
 def corpus_of(app, text: str):
+    """A corpus stored like an upload, owned by the test owner (whose token Pinned sends)."""
     row, _ = store_text(
-        app.extensions["bpe_db"], text, name="c", tmp_dir=app.config["UPLOAD_TMP_DIR"]
+        app.extensions["bpe_db"],
+        text,
+        name="c",
+        tmp_dir=app.config["UPLOAD_TMP_DIR"],
+        owner_id=ensure_owner(app, TEST_OWNER_TOKEN),
     )
     return row
 
@@ -215,7 +220,10 @@ class Pinned:
         self.pid = int(line.split()[0].strip("<>"))
 
     def request(self, method: str, path: str, body: bytes | None = None):
-        headers = {"Content-Type": "application/x-www-form-urlencoded"} if body else {}
+        # The owner's script: its bearer token stands in for the cookie and the CSRF token.
+        headers = {"Authorization": f"Bearer {TEST_OWNER_TOKEN}"}
+        if body:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
         self.connection.request(method, path, body=body, headers=headers)
         response = self.connection.getresponse()
         response.read()
@@ -250,6 +258,7 @@ def test_three_web_processes_share_the_jobs_and_cancel_across_them(
         "PORT": str(port),
         "WEB_CONCURRENCY": "3",
         "BPE_AUTO_MIGRATE": "0",
+        "BPE_JOBS_PER_OWNER": "8",  # one owner submits the six jobs below
     }
     gunicorn = Path(sys.executable).parent / "gunicorn"
     server = subprocess.Popen(

@@ -85,19 +85,34 @@ class Served:
         self.log.close()
 
 
-def _get(url: str) -> tuple[int, bytes]:
-    with urllib.request.urlopen(url, timeout=30) as response:
+def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(
+        urllib.request.Request(url, headers=headers), timeout=30
+    ) as response:
         return response.status, response.read()
 
 
-def _post(base: str, path: str, body: bytes, content_type: str) -> tuple[bytes, str]:
-    """POST, following a redirect; -> (body, path of the page it ended on)."""
-    request = urllib.request.Request(base + path, data=body, headers={"Content-Type": content_type})
+def _owner_token(base: str) -> str:
+    """A fresh owner, as a script gets one: its token goes along as a bearer token."""
+    request = urllib.request.Request(
+        base + "/api/owners", data=b"{}", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return str(json.loads(response.read())["owner_token"])
+
+
+def _post(base: str, path: str, body: bytes, content_type: str, token: str) -> tuple[bytes, str]:
+    """POST as the owner, following a redirect; -> (body, path of the page it ended on)."""
+    headers = {"Content-Type": content_type, "Authorization": f"Bearer {token}"}
+    request = urllib.request.Request(base + path, data=body, headers=headers)
     with urllib.request.urlopen(request, timeout=60) as response:
         return response.read(), urllib.parse.urlsplit(response.url).path
 
 
-def _uploader(base: str, rng: random.Random, stop: threading.Event, acked: list) -> None:
+def _uploader(
+    base: str, token: str, rng: random.Random, stop: threading.Event, acked: list
+) -> None:
     """Uploads random texts until told to stop or the server dies; records each 2xx."""
     host, port = base.removeprefix("http://").split(":")
     while not stop.is_set():
@@ -107,7 +122,10 @@ def _uploader(base: str, rng: random.Random, stop: threading.Event, acked: list)
         try:
             conn = http.client.HTTPConnection(host, int(port), timeout=60)
             conn.request(
-                "POST", "/api/corpora?name=crash", body=text, headers={"Content-Type": "text/plain"}
+                "POST",
+                "/api/corpora?name=crash",
+                body=text,
+                headers={"Content-Type": "text/plain", "Authorization": f"Bearer {token}"},
             )
             response = conn.getresponse()
             reply = response.read()
@@ -163,8 +181,13 @@ def test_kill_9_while_uploading_and_training_loses_nothing_acknowledged(tmp_path
     acked: list[tuple[str, str]] = []
     checked = 0
     server = Served(tmp_path)
+    token = _owner_token(server.base)
     reply, _ = _post(
-        server.base, "/api/corpora", json.dumps({"text": corpus_text}).encode(), "application/json"
+        server.base,
+        "/api/corpora",
+        json.dumps({"text": corpus_text}).encode(),
+        "application/json",
+        token,
     )
     corpus = json.loads(reply)["slug"]
     interrupted: list[str] = []  # paths of the jobs killed mid-training
@@ -172,19 +195,19 @@ def test_kill_9_while_uploading_and_training_loses_nothing_acknowledged(tmp_path
     try:
         for round_ in range(ROUNDS):
             if job is None:
-                job = _post(server.base, f"/c/{corpus}/train", TRAIN_FORM, FORM)[1]
+                job = _post(server.base, f"/c/{corpus}/train", TRAIN_FORM, FORM, token)[1]
             job_id = int(job.rsplit("/", 1)[1])
             base = server.base
             wait_until(
                 lambda base=base, job=job: (
-                    b'data-status="queued"' not in _get(f"{base}{job}/status")[1]
+                    b'data-status="queued"' not in _get(f"{base}{job}/status", token)[1]
                 ),
                 120,
             )
             stop = threading.Event()
             threads = [
                 threading.Thread(
-                    target=_uploader, args=(base, random.Random(rng.random()), stop, acked)
+                    target=_uploader, args=(base, token, random.Random(rng.random()), stop, acked)
                 )
                 for _ in range(UPLOADERS)
             ]
@@ -207,7 +230,7 @@ def test_kill_9_while_uploading_and_training_loses_nothing_acknowledged(tmp_path
             if was == "running":
                 assert now == "interrupted", (round_, now)
                 interrupted.append(job)
-                job = _post(server.base, f"{job}/rerun", b"", FORM)[1]
+                job = _post(server.base, f"{job}/rerun", b"", FORM, token)[1]
             else:
                 assert was == now == "succeeded", (round_, was, now)
                 job = None
@@ -215,12 +238,14 @@ def test_kill_9_while_uploading_and_training_loses_nothing_acknowledged(tmp_path
         assert len(interrupted) >= ROUNDS // 2  # most kills caught the job mid-training
         assert len(acked) > ROUNDS  # and uploads were acknowledged all along
         # the last re-run, left alone this time, equals a training nobody interrupted
-        final = job or _post(server.base, f"{interrupted[-1]}/rerun", b"", FORM)[1]
+        final = job or _post(server.base, f"{interrupted[-1]}/rerun", b"", FORM, token)[1]
         base = server.base
-        wait_until(lambda: b'data-status="succeeded"' in _get(f"{base}{final}/status")[1], 600)
-        page = _get(base + final)[1].decode()
+        wait_until(
+            lambda: b'data-status="succeeded"' in _get(f"{base}{final}/status", token)[1], 600
+        )
+        page = _get(base + final, token)[1].decode()
         slug = page.split('href="/t/', 1)[1].split('"', 1)[0]
-        stored = bpe.formats.loads(_get(f"{base}/t/{slug}/download/json")[1].decode())
+        stored = bpe.formats.loads(_get(f"{base}/t/{slug}/download/json", token)[1].decode())
         expected = bpe.train(corpus_text, vocab_size=VOCAB, mode="chunked", trainer="efficient")
         assert stored.merges == expected.merges
     finally:
