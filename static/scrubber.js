@@ -58,11 +58,15 @@
     var output = chip.closest("[data-why-url]");
     var form = document.getElementById(output.dataset.whyForm);
     if (!form || typeof htmx === "undefined") return;
+    // The chip, not the form, is the source: a request from the form joins its
+    // hx-sync="this:replace" queue, where a playground request could abort the replay.
+    var values = htmx.values(form, "post");
+    values.at = String(tokenIndex(chip));
     htmx.ajax("POST", output.dataset.whyUrl, {
-      source: form,
+      source: chip,
       target: "#why",
       swap: "innerHTML",
-      values: { at: String(tokenIndex(chip)) },
+      values: values,
     }).then(function () {
       var panel = document.getElementById("why");
       if (panel) panel.scrollIntoView({ block: "nearest" });
