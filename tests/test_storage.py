@@ -17,11 +17,14 @@ import pytest
 from sqlalchemy import func, select
 
 import bpe
-from tests.conftest import SAMPLE_TEXT
+from tests.conftest import SAMPLE_TEXT, TEST_OWNER_TOKEN
 from webapp import create_app
 from webapp.convert import store_tokenizer
 from webapp.models import Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob
 from webapp.uploads import normalize_stream
+
+# Raw uploads come from scripts, which prove their owner with a bearer token (issue 8).
+BEARER = {"Authorization": f"Bearer {TEST_OWNER_TOKEN}"}
 
 
 def _files(folder) -> list[str]:
@@ -134,7 +137,9 @@ def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_d
         body = os.urandom(600_000).hex().encode()  # 1.2 MB of text
 
         # the upload's temporary file cannot be written
-        refused = client.post("/api/corpora?name=big", data=body, content_type="text/plain")
+        refused = client.post(
+            "/api/corpora?name=big", data=body, content_type="text/plain", headers=BEARER
+        )
         assert refused.status_code == 507, refused.data
         assert refused.is_json and "storage is full" in refused.get_json()["error"]
         page = client.post("/corpora", data={"text": "pasted " * 20_000, "name": "p"})
@@ -142,7 +147,9 @@ def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_d
         assert "text/html" in page.content_type
         # the temporary file fits elsewhere, but the row does not fit in the database
         app.config["UPLOAD_TMP_DIR"] = str(tmp_path / "roomy-tmp")
-        refused = client.post("/api/corpora?name=big", data=body, content_type="text/plain")
+        refused = client.post(
+            "/api/corpora?name=big", data=body, content_type="text/plain", headers=BEARER
+        )
         assert refused.status_code == 507, refused.data
         shared = client.post(f"/t/{slug}/share", data={"text": "share me " * 5000})
         assert shared.status_code == 507 and b"storage is full" in shared.data
@@ -154,7 +161,9 @@ def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_d
 
         os.unlink(filler)  # space again: the same requests now succeed
         app.config["UPLOAD_TMP_DIR"] = str(small_disk / "uploads-tmp")
-        stored = client.post("/api/corpora?name=big", data=body, content_type="text/plain")
+        stored = client.post(
+            "/api/corpora?name=big", data=body, content_type="text/plain", headers=BEARER
+        )
         assert stored.status_code == 201, stored.data
         assert stored.get_json()["sha256"] == hashlib.sha256(body).hexdigest()
         assert client.post(f"/t/{slug}/share", data={"text": "share me"}).status_code == 303

@@ -13,6 +13,7 @@ import pytest
 import bpe
 from bpe.export_hf import to_hf_json
 from bpe.export_tiktoken import rank_file_text
+from tests.conftest import TEST_OWNER_TOKEN
 from tests.reference_files import reference_dir
 from webapp.models import Tokenizer
 
@@ -21,7 +22,11 @@ HX = {"HX-Request": "true"}
 
 def upload(client, url, files: dict[str, tuple[bytes, str]], **form):
     data = {name: (io.BytesIO(raw), filename) for name, (raw, filename) in files.items()}
-    return client.post(url, data={**data, **form}, content_type="multipart/form-data")
+    # The API takes a multipart body only with a bearer token (issue 8: no CSRF token then).
+    headers = {"Authorization": f"Bearer {TEST_OWNER_TOKEN}"} if url.startswith("/api/") else {}
+    return client.post(
+        url, data={**data, **form}, content_type="multipart/form-data", headers=headers
+    )
 
 
 @pytest.fixture

@@ -37,6 +37,11 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SAFE_FETCH_SITES = frozenset({"same-origin", "none"})  # "none": typed in, or a bookmark
 LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "::1"]
 
+API_TYPE_MESSAGE = (
+    "The API takes state changes as Content-Type: application/json, or with an"
+    " Authorization: Bearer <owner token> header (raw uploads from curl)."
+)
+
 csrf = CSRFProtect()
 
 
@@ -102,21 +107,18 @@ def bearer_token() -> str | None:
 
 
 def check_state_change() -> None:
-    if request.method not in STATE_CHANGING:
-        return
+    if request.method not in STATE_CHANGING or request.routing_exception is not None:
+        return  # no such route or method: its 404 or 405 comes first
     _check_same_origin()
     if bearer_token() is not None:
         return  # no cookie is relied on: nothing a foreign page could make the browser send
     if request.path.startswith("/api/"):
-        if not request.is_json:
-            raise Forbidden(
-                "The API takes state changes as Content-Type: application/json, or with an"
-                " Authorization: Bearer <owner token> header (raw uploads from curl)."
-            )
         from webapp.owners import OWNER_COOKIE
 
         if OWNER_COOKIE not in request.cookies:
-            return  # an anonymous JSON call: no ambient credential to abuse
+            return  # no ambient credential to abuse (raw uploads still need a bearer token)
+        if not request.is_json:
+            raise Forbidden(API_TYPE_MESSAGE)
     try:
         csrf.protect()
     except OSError:

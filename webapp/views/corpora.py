@@ -26,6 +26,7 @@ from webapp.pages import (
     render_home,
     require_training_allowed,
 )
+from webapp.security import API_TYPE_MESSAGE, Forbidden, bearer_token
 from webapp.uploads import (
     ByteReader,
     ConnectionDropped,
@@ -124,6 +125,8 @@ def api_upload():
         stream, filename = io.BytesIO(data["text"].encode("utf-8")), data.get("filename")
         name = data.get("name")
     else:
+        if bearer_token() is None:  # a body browsers send cross-site without asking
+            raise Forbidden(API_TYPE_MESSAGE)
         stream, filename = CountingReader(request.stream), request.args.get("filename")
         name = request.args.get("name")
         expected = request.content_length
