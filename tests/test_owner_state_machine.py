@@ -348,6 +348,8 @@ class OwnersMachine(RuleBasedStateMachine):
     def _tokenizer_count(self, corpus: CorpusModel) -> int:
         with self.app.extensions["bpe_db"].read_scope() as session:
             row = session.scalar(select(Corpus).where(Corpus.slug == corpus.slug))
+            if row is None:  # deleted earlier: its tokenisers went with it
+                return 0
             return len(
                 session.scalars(select(Tokenizer.id).where(Tokenizer.corpus_id == row.id)).all()
             )
