@@ -70,12 +70,8 @@ def train(
     else:
         alphabet, sequences = word_sequences(text, should_stop=splitting_check)
     base = 256 if alphabet is None else len(alphabet) + 1
+    check_vocab_size(vocab_size, base=base, specials=len(specials))
     max_merges = vocab_size - base - len(specials)
-    if max_merges < 0:
-        raise ValueError(
-            f"vocab_size must be at least {base + len(specials)} here: {base} base ids"
-            f" + {len(specials)} special tokens"
-        )
     records = run_trainer(
         trainer,
         sequences,
@@ -109,6 +105,31 @@ def train(
     )
     stats.seconds = time.perf_counter() - started
     return tok
+
+
+def smallest_vocab_size(
+    mode: str, special_tokens: Sequence[str] = (), *, alphabet_size: int | None = None
+) -> tuple[int, int]:
+    """(base ids, special tokens) that training in this mode needs before any merge: the 256
+    bytes, or in words mode the alphabet (the text's distinct characters outside whitespace,
+    which `alphabet_size` gives) and `</w>`; `<unk>` counts as a special token in words mode.
+
+    >>> smallest_vocab_size("words", ["<eot>"], alphabet_size=7)
+    (8, 2)
+    """
+    if mode == "words" and alphabet_size is None:
+        raise ValueError("words mode's smallest vocab size depends on the text's alphabet")
+    base = 256 if mode != "words" else (alphabet_size or 0) + 1
+    return base, len(_check_specials(special_tokens, mode))
+
+
+def check_vocab_size(vocab_size: int, *, base: int, specials: int) -> None:
+    """Refuse a vocab size with no room for the base ids and the special tokens."""
+    if vocab_size < base + specials:
+        raise ValueError(
+            f"vocab_size must be at least {base + specials} here: {base} base ids"
+            f" + {specials} special tokens"
+        )
 
 
 def run_trainer(

@@ -14,6 +14,7 @@ from webapp.models import Base
 TABLES = {
     "corpora",
     "corpus_previews",
+    "corpus_stats",
     "tokenizers",
     "merges",
     "vocab_entries",
@@ -135,5 +136,58 @@ def test_previews_of_existing_corpora_are_backfilled(app_config):
                 sql("SELECT text FROM corpus_previews ORDER BY corpus_id")
             ).scalars()
             assert list(rows) == [long_text[:2000], "short\u202e one"]
+    finally:
+        database.dispose()
+
+
+def test_corpus_stats_count_existing_corpora_and_keep_every_row(app_config):
+    """Corpora stored before the stats table get words mode's alphabet from the migration, read
+    a slice at a time (a slice boundary lands inside a character here), and nothing already
+    stored is lost: adding the table must not rebuild `corpora` (a rebuild once emptied
+    `corpus_previews`)."""
+    from sqlalchemy import text as sql
+
+    from bpe.training import word_sequences
+
+    database = db.Database(app_config["DATABASE_URL"])
+    try:
+        db.upgrade(database, "0012_owners")
+        # Over one 1 MiB slice: 3-byte and 4-byte characters, and whitespace str.split() cuts
+        # at (U+3000, U+2028, \x1c) but a careless count would keep.
+        long_text = "a" + "é東😀x\u3000" * 90_000 + "\u2028tail\x1cend"
+        bodies = [long_text, "short\u202e one", "ab"]
+        with database.session_scope() as session:
+            for n, body in enumerate(bodies):
+                corpus_id = session.execute(
+                    sql(
+                        "INSERT INTO corpora (slug, name, size_bytes, sha256, char_count,"
+                        " line_count, source_encoding, created_at, allow_training, text)"
+                        " VALUES (:slug, 'c', :size, :sha, :chars, 1, 'utf-8',"
+                        " CURRENT_TIMESTAMP, false, :text) RETURNING id"
+                    ),
+                    {
+                        "slug": f"s{n}",
+                        "size": len(body.encode()),
+                        "sha": f"{n:064d}",
+                        "chars": len(body),
+                        "text": body,
+                    },
+                ).scalar_one()
+                session.execute(
+                    sql("INSERT INTO corpus_previews (corpus_id, text) VALUES (:id, :text)"),
+                    {"id": corpus_id, "text": body[:20]},
+                )
+        db.upgrade(database)
+        with database.read_scope() as session:
+            previews = session.execute(
+                sql("SELECT text FROM corpus_previews ORDER BY corpus_id")
+            ).scalars()
+            assert list(previews) == [body[:20] for body in bodies]
+            kept = session.execute(sql("SELECT sha256 FROM corpora ORDER BY id")).scalars()
+            assert list(kept) == [f"{n:064d}" for n in range(len(bodies))]
+            counted = session.execute(
+                sql("SELECT word_alphabet_size FROM corpus_stats ORDER BY corpus_id")
+            ).scalars()
+            assert list(counted) == [len(word_sequences(body)[0]) for body in bodies]
     finally:
         database.dispose()

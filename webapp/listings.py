@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
-from webapp.models import Corpus, CorpusPreview, Tokenizer
+from webapp.models import Corpus, CorpusPreview, CorpusStats, Tokenizer
 from webapp.slugs import looks_like_slug
 
 RECENT = 50
@@ -63,6 +63,14 @@ def corpus_preview(session: Session, corpus_id: int) -> str:
     a whole value even to take a substring of it)."""
     preview = session.scalar(select(CorpusPreview.text).where(CorpusPreview.corpus_id == corpus_id))
     return preview or ""
+
+
+def word_alphabet_size(session: Session, corpus_id: int) -> int | None:
+    """Words mode's alphabet as counted at upload (or by the migration that added the count);
+    None for a corpus nobody counted, whose words jobs then learn their floor from the trainer."""
+    return session.scalar(
+        select(CorpusStats.word_alphabet_size).where(CorpusStats.corpus_id == corpus_id)
+    )
 
 
 def tokenizers_of_corpus(

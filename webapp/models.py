@@ -114,6 +114,21 @@ class CorpusPreview(Base):
     text: Mapped[str] = mapped_column(Text)
 
 
+class CorpusStats(Base):
+    """What a corpus's settings are checked against, counted once while the upload streams.
+
+    `word_alphabet_size`: the distinct characters outside whitespace (str.isspace, where words
+    mode splits), words mode's base ids before `</w>`. A table of its own for the same reason as
+    previews: adding a column to `corpora` rebuilds it on SQLite (text must stay last)."""
+
+    __tablename__ = "corpus_stats"
+
+    corpus_id: Mapped[int] = mapped_column(
+        ForeignKey("corpora.id", ondelete="CASCADE"), primary_key=True
+    )
+    word_alphabet_size: Mapped[int] = mapped_column(Integer)
+
+
 class Tokenizer(Base):
     __tablename__ = "tokenizers"
 

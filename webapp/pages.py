@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from flask import abort, render_template, request
 
+import bpe
 from webapp import db, evaluations, listings, owners
+from webapp.jobs.settings import JobSettings, smallest_vocab
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.models import Corpus, TrainingJob
 from webapp.security import Forbidden, external_url
@@ -73,6 +75,18 @@ def corpus_json(corpus: Corpus) -> dict:
         "line_count": corpus.line_count,
         "source_encoding": corpus.source_encoding,
         "created_at": corpus.created_at.isoformat() + "Z",
+        # The least vocab size per mode without special tokens (each adds one; words mode's
+        # <unk> is counted already); words is null for a corpus whose alphabet was not counted.
+        "smallest_vocab_size": smallest_vocab_sizes(
+            listings.word_alphabet_size(db.session(), corpus.id)
+        ),
+    }
+
+
+def smallest_vocab_sizes(word_alphabet_size: int | None) -> dict[str, int | None]:
+    return {
+        mode: smallest_vocab(JobSettings(mode=mode, pattern=None), word_alphabet_size)
+        for mode in bpe.MODES
     }
 
 
@@ -112,6 +126,7 @@ def render_corpus(
         "corpora/show.html",
         corpus=corpus,
         preview=listings.corpus_preview(session, corpus.id),
+        word_alphabet=listings.word_alphabet_size(session, corpus.id),
         truncated=corpus.char_count > PREVIEW_CHARS,
         jobs=[] if owner_id is None else jobs_of_corpus(session, corpus.id, owner_id=owner_id),
         tokenizers=listings.tokenizers_of_corpus(session, corpus.id, owner_id=owner_id),

@@ -30,7 +30,7 @@ from sqlalchemy import LargeBinary, func, insert, literal, select
 
 from webapp.db import Database
 from webapp.errors import UserError, human_bytes
-from webapp.models import Corpus, CorpusPreview, utcnow
+from webapp.models import Corpus, CorpusPreview, CorpusStats, utcnow
 from webapp.slugs import new_slug
 
 CHUNK = 1024 * 1024
@@ -96,6 +96,7 @@ class NormalizedText:
     source_encoding: str
     preview: str = ""  # the first PREVIEW_CHARS characters
     lock_fd: int = -1  # held open with an exclusive flock until discarded (see remove_leftovers)
+    word_alphabet_size: int = 0  # distinct characters outside whitespace (CorpusStats)
 
     def discard(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -169,6 +170,7 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
     fed = len(bom)  # raw offset of the first byte not yet given to the decoder
     size = chars = newlines = 0
     last_char = preview = ""
+    seen: set[str] = set()  # at most every character Unicode has, whatever the upload's size
     chunk = head[len(bom) :]
     while True:
         final = not chunk
@@ -194,6 +196,7 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
             size += len(encoded)
             chars += len(text)
             newlines += text.count("\n")
+            seen.update(text)
             last_char = text[-1]
             if len(preview) < PREVIEW_CHARS:
                 preview += text[: PREVIEW_CHARS - len(preview)]
@@ -204,7 +207,10 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
     if size == 0:
         raise UserError("The text is empty; upload a file or paste some text with content.")
     lines = newlines + (0 if last_char == "\n" else 1)
-    return NormalizedText("", size, digest.hexdigest(), chars, lines, encoding, preview)
+    alphabet = sum(1 for c in seen if not c.isspace())
+    return NormalizedText(
+        "", size, digest.hexdigest(), chars, lines, encoding, preview, word_alphabet_size=alphabet
+    )
 
 
 def _read(stream: ByteReader) -> bytes:
@@ -273,6 +279,8 @@ def store_corpus(
                 existing.deleted_at = None
                 existing.slug = new_slug()
                 existing.created_at = utcnow()
+            if session.get(CorpusStats, existing.id) is None:  # stored before anything counted
+                session.add(_stats(existing.id, upload))
             return existing, False
         # A Core insert: the ORM would fetch the SQL-computed text back (RETURNING), in memory.
         corpus_id = session.execute(
@@ -296,8 +304,13 @@ def store_corpus(
         if database.is_sqlite:
             _stream_into_blob(session, corpus_id, upload)
         session.add(CorpusPreview(corpus_id=corpus_id, text=upload.preview))
+        session.add(_stats(corpus_id, upload))
         session.flush()
         return session.get_one(Corpus, corpus_id), True
+
+
+def _stats(corpus_id: int, upload: NormalizedText) -> CorpusStats:
+    return CorpusStats(corpus_id=corpus_id, word_alphabet_size=upload.word_alphabet_size)
 
 
 def _same_owner(owner_id: int | None):

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import bpe
+from bpe.model import END_OF_WORD
+from bpe.training import check_vocab_size, smallest_vocab_size
 from webapp.errors import UserError
 
 MAX_VOCAB_SIZE = 200_000
@@ -48,6 +50,11 @@ class JobSettings:
             except ValueError as exc:
                 raise UserError(f"The split pattern does not work: {exc}") from None
         specials = _special_tokens(form.get("special_tokens"))
+        if mode == "words" and END_OF_WORD in specials:
+            raise UserError(
+                f"{END_OF_WORD} marks the end of every word in words mode; it cannot"
+                " also be a special token."
+            )
         if mode != "words" and vocab_size < 256 + len(specials):
             raise UserError(
                 f"Vocab size must be at least {256 + len(specials)}: 256 byte tokens"
@@ -94,6 +101,31 @@ class JobSettings:
         if self.mode == "chunked":
             kwargs["pattern"] = self.pattern
         return kwargs
+
+
+def smallest_vocab(settings: JobSettings, word_alphabet_size: int | None) -> int | None:
+    """The least vocab size these settings train with on a corpus (None: its alphabet is not
+    counted, so words mode's floor is not known before the trainer splits the text)."""
+    if settings.mode == "words" and word_alphabet_size is None:
+        return None
+    base, specials = smallest_vocab_size(
+        settings.mode, settings.special_tokens, alphabet_size=word_alphabet_size
+    )
+    return base + specials
+
+
+def check_fits_corpus(settings: JobSettings, word_alphabet_size: int | None) -> None:
+    """Refuse (422), in the trainer's own words, settings the trainer would refuse on this
+    corpus, so a job bound to fail is never queued."""
+    if settings.mode == "words" and word_alphabet_size is None:
+        return  # not counted: the job's trainer says it (see CorpusStats)
+    base, specials = smallest_vocab_size(
+        settings.mode, settings.special_tokens, alphabet_size=word_alphabet_size
+    )
+    try:
+        check_vocab_size(settings.vocab_size, base=base, specials=specials)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def parse_settings(form: Mapping[str, Any]) -> JobSettings:

@@ -26,8 +26,8 @@ import bpe
 from webapp.convert import store_tokenizer
 from webapp.db import Database
 from webapp.errors import UserError
-from webapp.jobs.settings import JobSettings
-from webapp.models import ACTIVE_STATUSES, Corpus, JobStatus, TrainingJob, utcnow
+from webapp.jobs.settings import JobSettings, check_fits_corpus
+from webapp.models import ACTIVE_STATUSES, Corpus, CorpusStats, JobStatus, TrainingJob, utcnow
 
 INTERRUPTED_MESSAGE = "The server stopped while this job was running. Run it again to retry."
 STALE_MESSAGE = (
@@ -79,6 +79,11 @@ class JobStore:
         """Queue all of these jobs or none (JobQueueFull, 429): a half-queued pair only confuses."""
         values = [JobSettings.coerce(one) for one in settings]
         with self.database.session_scope() as session:
+            alphabet = session.scalar(
+                select(CorpusStats.word_alphabet_size).where(CorpusStats.corpus_id == corpus_id)
+            )
+            for one in values:
+                check_fits_corpus(one, alphabet)
             self._admit(session, len(values), owner_id=owner_id)
             now = utcnow()
             jobs = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, redirect, render_template, request, url_for
 
 from webapp import db
+from webapp.errors import UserError
 from webapp.jobs import get_jobs
 from webapp.jobs.store import fresh_job
 from webapp.pages import get_job_or_404, get_owned_job
@@ -39,5 +40,9 @@ def cancel(slug: str, job_id: int):
 @bp.post("/c/<slug>/jobs/<int:job_id>/rerun")
 def rerun(slug: str, job_id: int):
     corpus, job = get_owned_job(slug, job_id)
-    new_id = get_jobs().rerun(job.id, owner_id=job.owner_id)
+    try:
+        new_id = get_jobs().rerun(job.id, owner_id=job.owner_id)
+    except UserError as exc:  # the job page again, saying why nothing was queued
+        html = render_template("jobs/show.html", corpus=corpus, job=job, error=exc.message)
+        return html, exc.status
     return redirect(url_for("jobs.show", slug=corpus.slug, job_id=new_id), code=303)
