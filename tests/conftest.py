@@ -48,6 +48,8 @@ from webapp.models import Owner
 from webapp.owners import OWNER_COOKIE, token_hash
 from webapp.uploads import store_text
 
+pytest_plugins = ["tests.browser"]  # the `browser` fixture of the real-browser tests
+
 SAMPLE_TEXT = (
     "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs on.\n"
     "Hello world! hello again, world: 123 456 7890.\n"

@@ -7,80 +7,19 @@ is not installed.
 
 from __future__ import annotations
 
-import os
 import re
-import threading
-from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-dev-shm-usage",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--host-resolver-rules=MAP * 127.0.0.1:9 , EXCLUDE localhost , EXCLUDE 127.0.0.1",
-]
+from tests.browser import BROWSER_MARKS, serve_app
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
-]
-
-
-def serve_app(tmp: Path):
-    """A served app on a temporary database, jobs in thread mode: yields (base url, app)."""
-    from werkzeug.serving import make_server
-
-    from webapp import create_app
-
-    app = create_app(
-        {
-            "TESTING": True,
-            "DATABASE_URL": f"sqlite:///{tmp / 'e2e.sqlite3'}",
-            "UPLOAD_TMP_DIR": str(tmp / "uploads"),
-            "JOBS_MODE": "thread",
-            "JOBS_PROGRESS_INTERVAL": 0.1,
-        },
-        run_jobs=True,
-    )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", app
-    server.shutdown()
-    app.extensions["bpe_jobs"].stop()
-    app.extensions["bpe_db"].dispose()
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory):
     for url, _app in serve_app(tmp_path_factory.mktemp("e2e")):
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    tmp = tmp_path_factory.mktemp("chromium")
-    saved = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "TMPDIR")}
-    for key in saved:
-        os.environ[key] = str(tmp)
-    try:
-        with playwright_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-            yield browser
-            browser.close()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def upload(page, live_server: str, name: str, text: str) -> None:

@@ -10,20 +10,18 @@ from __future__ import annotations
 import pytest
 
 from bpe.importers import import_path
+from tests.browser import BROWSER_MARKS, serve_app
 from tests.reference_files import reference_dir
-from tests.test_browser_e2e import CHROMIUM, browser, serve_app  # noqa: F401 - fixtures
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [*BROWSER_MARKS, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def live_app(tmp_path_factory):
-    for url, app in serve_app(tmp_path_factory.mktemp("imports-e2e")):
-        yield url, app
-        app.extensions["bpe_evaluations"].stop()
+    yield from serve_app(tmp_path_factory.mktemp("imports-e2e"))
 
 
-def test_import_cl100k_and_type_in_its_playground(browser, live_app):  # noqa: F811
+def test_import_cl100k_and_type_in_its_playground(browser, live_app):
     base, _ = live_app
     refs = reference_dir()
     page = browser.new_page()

@@ -4,7 +4,7 @@ segmentation change, open a "why this split?" replay. Takes the screenshots unde
 docs/screenshots/ that the README links to.
 
 Drives Debian's /usr/bin/chromium through Playwright (see shared/BROWSER.md), with the live
-server and browser fixtures of test_browser_e2e.py; skipped when Chromium is not installed.
+server and browser fixtures of tests/browser.py; skipped when Chromium is not installed.
 """
 
 from __future__ import annotations
@@ -14,43 +14,19 @@ from pathlib import Path
 import pytest
 
 import bpe
-from tests.test_browser_e2e import CHROMIUM, browser  # noqa: F401 (the browser fixture)
+from tests.browser import BROWSER_MARKS, serve_app
 from tests.test_library import LOREM
 
 TOKS: list[bpe.Tokenizer] = []  # the trio's library objects, in the same order
 SHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """(base URL, app): the app on a temporary SQLite database, served from a thread."""
-    import threading
-
-    from werkzeug.serving import make_server
-
-    from webapp import create_app
-
-    tmp = tmp_path_factory.mktemp("learn")
-    app = create_app(
-        {
-            "TESTING": True,
-            "DATABASE_URL": f"sqlite:///{tmp / 'learn.sqlite3'}",
-            "UPLOAD_TMP_DIR": str(tmp / "uploads"),
-            "JOBS_MODE": "manual",
-        }
-    )
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", app
-    server.shutdown()
-    app.extensions["bpe_jobs"].stop()
-    app.extensions["bpe_db"].dispose()
+    """(base URL, app): jobs stay queued; the trio is stored directly."""
+    yield from serve_app(tmp_path_factory.mktemp("learn"), jobs_mode="manual")
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +58,7 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / name), full_page=True)
 
 
-def test_compare_three_and_see_the_diff(live_server, browser, trio):  # noqa: F811
+def test_compare_three_and_see_the_diff(live_server, browser, trio):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=20_000)  # the machine may be busy: wait generously
@@ -108,7 +84,7 @@ def test_compare_three_and_see_the_diff(live_server, browser, trio):  # noqa: F8
     page.close()
 
 
-def test_compare_at_phone_width_scrolls_visibly(live_server, browser, trio):  # noqa: F811
+def test_compare_at_phone_width_scrolls_visibly(live_server, browser, trio):
     page = browser.new_page(viewport={"width": 390, "height": 844})
     page.goto(f"{live_server}/compare/{'/'.join(trio)}")
     box = page.locator(".compare-header .table-scroll")
@@ -123,7 +99,7 @@ def test_compare_at_phone_width_scrolls_visibly(live_server, browser, trio):  # 
     page.close()
 
 
-def test_scrub_with_the_keyboard_and_ask_why(live_server, browser, trio):  # noqa: F811
+def test_scrub_with_the_keyboard_and_ask_why(live_server, browser, trio):
     from playwright.sync_api import expect
 
     expect.set_options(timeout=20_000)  # the machine may be busy: wait generously

@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_browser_e2e import CHROMIUM, browser, serve_app  # noqa: F401 - shared fixture
+from tests.browser import BROWSER_MARKS, serve_app
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
-]
+pytestmark = BROWSER_MARKS
 
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 WIDTHS = {"desktop": (1400, 900), "phone": (390, 844)}
@@ -68,7 +65,7 @@ CHIPS_JS = """
 @pytest.mark.parametrize("javascript", [True, False], ids=["js", "no-js"])
 @pytest.mark.parametrize("width", list(WIDTHS), ids=list(WIDTHS))
 @pytest.mark.parametrize("view", ["text", "ids"])
-def test_no_token_is_split_across_lines(browser, trained, view, width, javascript):  # noqa: F811
+def test_no_token_is_split_across_lines(browser, trained, view, width, javascript):
     from playwright.sync_api import expect
 
     url, slug = trained
@@ -126,7 +123,7 @@ new MutationObserver(() => {
 """
 
 
-def test_upload_shows_bytes_sent_on_a_bar(browser, site):  # noqa: F811
+def test_upload_shows_bytes_sent_on_a_bar(browser, site):
     from playwright.sync_api import expect
 
     url, _app = site
@@ -149,7 +146,7 @@ def test_upload_shows_bytes_sent_on_a_bar(browser, site):  # noqa: F811
     context.close()
 
 
-def test_upload_without_javascript_still_posts_the_form(browser, site):  # noqa: F811
+def test_upload_without_javascript_still_posts_the_form(browser, site):
     from playwright.sync_api import expect
 
     url, _app = site
@@ -177,7 +174,7 @@ def shoot(page, name: str, width: str) -> Path:
 
 
 @pytest.mark.parametrize("width", list(WIDTHS))
-def test_screenshots_of_the_main_pages(browser, site, trained, width):  # noqa: F811
+def test_screenshots_of_the_main_pages(browser, site, trained, width):
     """Home, a corpus page, a running job and a tokeniser page, saved under docs/screenshots/
     for the README and for reviewing the layout by eye."""
     from playwright.sync_api import expect

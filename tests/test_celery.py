@@ -18,6 +18,7 @@ from sqlalchemy import func, select
 
 import bpe
 from tests.conftest import TEST_OWNER_TOKEN, ensure_owner, need_broker
+from tests.waiting import free_port, wait_for
 from webapp import create_app
 from webapp.jobs.celery_backend import TASK_NAME
 from webapp.jobs.settings import JobSettings
@@ -56,16 +57,6 @@ def job(app, job_id: int) -> TrainingJob:
 def count_tokenizers(app) -> int:
     with app.extensions["bpe_db"].read_scope() as session:
         return session.execute(select(func.count()).select_from(Tokenizer)).scalar_one()
-
-
-def wait_for(predicate, timeout: float = 90.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 def corpus_of(app, text: str):
@@ -240,14 +231,11 @@ def _log_line(log_path, needle: str) -> str | None:
 def test_three_web_processes_share_the_jobs_and_cancel_across_them(
     web, celery_config, celery_workers, random_words, tmp_path
 ):
-    import socket
     import subprocess
     import sys
     from pathlib import Path
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     access_log = tmp_path / "access.log"
     env = {
         **os.environ,

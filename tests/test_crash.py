@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 import bpe
-from tests.test_server import BIN, ROOT, free_port, wait_until
+from tests.test_server import BIN, ROOT
+from tests.waiting import free_port, wait_for_server
 
 ROUNDS = 20
 UPLOADERS = 4
@@ -76,7 +77,7 @@ class Served:
             stderr=self.log,
             start_new_session=True,
         )
-        wait_until(lambda: _get(self.base + "/")[0] == 200, timeout=120)
+        wait_for_server(lambda: _get(self.base + "/")[0] == 200, timeout=120)
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):  # gunicorn, its worker, training children
@@ -198,7 +199,7 @@ def test_kill_9_while_uploading_and_training_loses_nothing_acknowledged(tmp_path
                 job = _post(server.base, f"/c/{corpus}/train", TRAIN_FORM, FORM, token)[1]
             job_id = int(job.rsplit("/", 1)[1])
             base = server.base
-            wait_until(
+            wait_for_server(
                 lambda base=base, job=job: (
                     b'data-status="queued"' not in _get(f"{base}{job}/status", token)[1]
                 ),
@@ -240,7 +241,7 @@ def test_kill_9_while_uploading_and_training_loses_nothing_acknowledged(tmp_path
         # the last re-run, left alone this time, equals a training nobody interrupted
         final = job or _post(server.base, f"{interrupted[-1]}/rerun", b"", FORM, token)[1]
         base = server.base
-        wait_until(
+        wait_for_server(
             lambda: b'data-status="succeeded"' in _get(f"{base}{final}/status", token)[1], 600
         )
         page = _get(base + final, token)[1].decode()

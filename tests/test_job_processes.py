@@ -11,11 +11,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from sqlalchemy import func, select
 
+from tests.waiting import wait_for
 from webapp.jobs.settings import JobSettings
 from webapp.models import Tokenizer, TrainingJob
 from webapp.uploads import store_text
@@ -42,15 +42,6 @@ def gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return True
     return state in ("Z", "X")
-
-
-def wait_for(predicate, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_a_child_whose_supervisor_is_killed_exits_quietly(app, random_words):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from sqlalchemy import func, select
 
 import bpe
 from tests.conftest import JOB_BACKEND
+from tests.waiting import wait_for
 from webapp import create_app
 from webapp.convert import load_tokenizer
 from webapp.models import Merge, Tokenizer, TrainingJob, VocabEntry, utcnow
@@ -36,16 +35,6 @@ def status_fragment(client, corpus_slug: str, job_id: int) -> str:
     response = client.get(f"/c/{corpus_slug}/jobs/{job_id}/status")
     assert response.status_code == 200
     return response.get_data(as_text=True)
-
-
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 # ----- settings --------------------------------------------------------------------------------

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import free_port, wait_for_server
 from webapp import create_app
 from webapp.models import TrainingJob, utcnow
 
@@ -83,12 +82,6 @@ def test_flask_commands_never_touch_jobs(app, make_corpus):
         assert job_status(app, job_id) == "running", command
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def fetch(
     url: str,
     data: bytes | None = None,
@@ -100,19 +93,6 @@ def fetch(
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status, dict(response.headers), response.read()
-
-
-def wait_until(predicate, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except OSError:
-            value = None
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.mark.slow
@@ -137,7 +117,7 @@ def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        status, headers, _ = wait_until(lambda: fetch(base + "/"))
+        status, headers, _ = wait_for_server(lambda: fetch(base + "/"))
         assert status == 200 and headers["Server"].startswith("gunicorn")
         body = json.dumps({"name": "t", "text": "low lower lowest newer newest " * 20}).encode()
         _, _, reply = fetch(base + "/api/corpora", body)
@@ -148,7 +128,7 @@ def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
         request = urllib.request.Request(f"{base}/c/{slug}/train", data=form, headers=owner)
         with urllib.request.urlopen(request, timeout=30) as response:
             job_url = response.url
-        wait_until(
+        wait_for_server(
             lambda: b'data-status="succeeded"' in fetch(job_url + "/status", headers=owner)[2]
         )
     finally:
