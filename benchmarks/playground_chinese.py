@@ -18,17 +18,15 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import bench_app, owner_headers, store_corpus, store_tokenizers
+
 import bpe
-from webapp import create_app
-from webapp.convert import store_tokenizer
-from webapp.uploads import store_text
 
 CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
 WINDOW = 50_000
@@ -53,20 +51,10 @@ def main() -> None:
     train_text = data[:2_000_000].decode("utf-8", errors="ignore")
     tok = bpe.train(train_text, vocab_size=10_000, mode="chunked", trainer="efficient")
     texts = windows(data, 2_000_000, args.repeat + 1)
-    folder = tempfile.mkdtemp(prefix="bpe-playground-bench-")
-    app = create_app(
-        {
-            "DATABASE_URL": f"sqlite:///{folder}/bench.sqlite3",
-            "JOBS_MODE": "manual",
-            "UPLOAD_TMP_DIR": folder,
-        }
-    )
-    database = app.extensions["bpe_db"]
-    corpus, _ = store_text(database, train_text, name="zh", tmp_dir=folder)
-    with database.session_scope() as session:
-        slug = store_tokenizer(session, tok, corpus_id=corpus.id).slug
+    app = bench_app("bpe-playground-bench-")
+    (slug,) = store_tokenizers(app, [tok], store_corpus(app, train_text, name="zh"))
     client = app.test_client()
-    url, headers = f"/t/{slug}/encode", {"HX-Request": "true"}
+    url, headers = f"/t/{slug}/encode", {"HX-Request": "true", **owner_headers(client)}
     samples, encode_only = [], []
     for index, text in enumerate(texts):
         started = time.perf_counter()

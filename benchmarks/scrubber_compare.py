@@ -20,7 +20,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,12 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _common import bench_app, owner_headers, store_corpus, store_tokenizers
 from vocab_page import synthetic_tokenizer, timed, trained_tokenizer
 
 import bpe
-from webapp import create_app
-from webapp.convert import store_tokenizer
-from webapp.uploads import store_text
 
 CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
 TEXT_BYTES = 5000
@@ -74,23 +71,10 @@ def main() -> None:
     built = time.perf_counter() - started
     text = sample_text()
 
-    folder = tempfile.mkdtemp(prefix="bpe-scrub-bench-")
-    app = create_app(
-        {
-            "DATABASE_URL": f"sqlite:///{folder}/bench.sqlite3",
-            "JOBS_MODE": "manual",
-            "UPLOAD_TMP_DIR": folder,
-            "WTF_CSRF_ENABLED": False,  # the benchmark measures the views, not the token check
-        }
-    )
-    database = app.extensions["bpe_db"]
-    corpus, _ = store_text(database, corpus_text, name="bench", tmp_dir=folder)
-    slugs = []
-    for one in toks:
-        with database.session_scope() as session:
-            slugs.append(store_tokenizer(session, one, corpus_id=corpus.id).slug)
+    app = bench_app("bpe-scrub-bench-")
+    slugs = store_tokenizers(app, toks, store_corpus(app, corpus_text))
     client = app.test_client()
-    hx = {"HX-Request": "true"}
+    hx = {"HX-Request": "true", **owner_headers(client)}
     n = len(toks[0].merges)
 
     print(f"tokenisers: {n:,} merges each ({source}); built in {built:.1f} s")
@@ -124,7 +108,7 @@ def main() -> None:
         print(line)
     if peer:
         print(f"\npeer: tiktoken encode_ordinary of the same text, median {peer * 1000:.3f} ms")
-    database.dispose()
+    app.extensions["bpe_db"].dispose()
 
 
 if __name__ == "__main__":

@@ -21,18 +21,16 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import bench_app, owner_headers, store_corpus, store_tokenizers
+
 import bpe
 from bpe.token_info import token_category
-from webapp import create_app
-from webapp.convert import store_tokenizer
-from webapp.uploads import store_text
 
 CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
 MAX_TOKEN_BYTES = 16
@@ -119,24 +117,13 @@ def main() -> None:
         source = "synthetic valid merges"
     built = time.perf_counter() - started
 
-    folder = tempfile.mkdtemp(prefix="bpe-vocab-bench-")
-    app = create_app(
-        {
-            "DATABASE_URL": f"sqlite:///{folder}/bench.sqlite3",
-            "JOBS_MODE": "manual",
-            "UPLOAD_TMP_DIR": folder,
-        }
-    )
-    database = app.extensions["bpe_db"]
-    corpus, _ = store_text(database, text, name="bench", tmp_dir=folder)
+    app = bench_app("bpe-vocab-bench-")
+    corpus_id = store_corpus(app, text)
     started = time.perf_counter()
-    with database.session_scope() as session:
-        slug = store_tokenizer(session, tok, corpus_id=corpus.id).slug
+    (slug,) = store_tokenizers(app, [tok], corpus_id)
     stored = time.perf_counter() - started
     client = app.test_client()
-    # The playground posts its form: a bearer token stands in for the page's CSRF token.
-    token = client.post("/api/owners", json={}).get_json()["owner_token"]
-    bearer = {"Authorization": f"Bearer {token}"}
+    bearer = owner_headers(client)
     last_page = (tok.vocab_size + 49) // 50
     hx = {"HX-Request": "true"}
 
@@ -203,7 +190,7 @@ def main() -> None:
             line += f"   {peer_median * 1000:9.1f}  {peer_median / median:5.1f}x"
         print(line)
     print(f"\nslowest single request: {worst * 1000:.1f} ms")
-    database.dispose()
+    app.extensions["bpe_db"].dispose()
 
 
 if __name__ == "__main__":
