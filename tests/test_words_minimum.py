@@ -144,3 +144,40 @@ def test_the_upload_counts_the_alphabet_the_trainer_will_use(app, make_corpus, t
         stored_text = session.get(Corpus, corpus.id).text  # what a job will train on
     alphabet, _ = word_sequences(stored_text)
     assert stored_alphabet(app, corpus.id) == len(alphabet)
+
+
+# ----- the JSON API -------------------------------------------------------------------------------
+def test_the_json_api_refuses_a_words_vocab_below_the_minimum(
+    app, raw_client, owner, job_runner, make_corpus
+):
+    corpus = make_corpus(TEXT)
+    url = f"/api/corpora/{corpus.slug}/jobs"
+    low = raw_client.post(url, json={"mode": "words", "vocab_size": 8}, headers=owner.bearer)
+    assert low.status_code == 422
+    assert low.get_json()["error"] == library_refusal(TEXT, 8)
+    assert count(app, TrainingJob) == 0
+    queued = raw_client.post(
+        url, json={"mode": "words", "vocab_size": 11, "trainer": "reference"}, headers=owner.bearer
+    )
+    assert queued.status_code == 202
+    job = queued.get_json()
+    assert job["status"] == "queued" and job["settings"]["vocab_size"] == 11
+    assert queued.headers["Location"] == job["api_url"]
+    job_runner.run_next()
+    done = raw_client.get(job["api_url"], headers=owner.bearer).get_json()
+    assert done["status"] == "succeeded" and done["tokenizer"]["slug"]
+    assert done["merges_done"] == done["merges_target"] == 2
+
+
+def test_the_json_api_refuses_what_is_not_a_settings_object(
+    app, raw_client, owner, make_corpus, make_owner
+):
+    corpus = make_corpus(TEXT)
+    url = f"/api/corpora/{corpus.slug}/jobs"
+    for body in ([1, 2], "words", {"mode": "words", "vocab_size": "lots"}):
+        response = raw_client.post(url, json=body, headers=owner.bearer)
+        assert 400 <= response.status_code < 500 and response.get_json()["error"]
+    # Another owner sees no job of ours, and may not train on a corpus that does not allow it.
+    other = make_owner()
+    assert raw_client.post(url, json={"vocab_size": 300}, headers=other.bearer).status_code == 403
+    assert count(app, TrainingJob) == 0

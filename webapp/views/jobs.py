@@ -1,14 +1,23 @@
-"""Training jobs: the job page, its self-polling status fragment, cancel and run-again."""
+"""Training jobs: the job page, its self-polling status fragment, cancel and run-again, and the
+JSON API that queues a job and reports on it."""
 
 from __future__ import annotations
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, jsonify, redirect, render_template, request, url_for
 
-from webapp import db
+from webapp import db, owners
 from webapp.errors import UserError
-from webapp.jobs import get_jobs
+from webapp.inputs import json_body
+from webapp.jobs import get_jobs, parse_settings
 from webapp.jobs.store import fresh_job
-from webapp.pages import get_job_or_404, get_owned_job
+from webapp.models import Corpus, TrainingJob
+from webapp.pages import (
+    get_corpus_or_404,
+    get_job_or_404,
+    get_owned_job,
+    require_training_allowed,
+)
+from webapp.security import external_url
 
 bp = Blueprint("jobs", __name__)
 
@@ -46,3 +55,48 @@ def rerun(slug: str, job_id: int):
         html = render_template("jobs/show.html", corpus=corpus, job=job, error=exc.message)
         return html, exc.status
     return redirect(url_for("jobs.show", slug=corpus.slug, job_id=new_id), code=303)
+
+
+# ----- JSON ---------------------------------------------------------------------------------
+@bp.post("/api/corpora/<slug>/jobs")
+def api_train(slug: str):
+    """Queue a training job from a JSON object with the train form's fields; 202 and the job.
+    Settings that cannot work are a 422 here too, with nothing queued."""
+    corpus = get_corpus_or_404(slug)
+    require_training_allowed(corpus)
+    data = json_body('{"mode": "words", "vocab_size": 1000}')
+    if not isinstance(data, dict):
+        raise UserError(
+            'Send a JSON object of settings, e.g. {"mode": "chunked", "vocab_size": 1000}.'
+        )
+    settings = parse_settings(data)
+    job_id = get_jobs().submit(corpus.id, settings, owner_id=owners.owner_id_for_write())
+    job = fresh_job(db.session(), job_id)
+    body = job_json(corpus, job)
+    return jsonify(body), 202, {"Location": body["api_url"]}
+
+
+@bp.get("/api/corpora/<slug>/jobs/<int:job_id>")
+def api_job(slug: str, job_id: int):
+    corpus, job = get_job_or_404(slug, job_id)
+    return jsonify(job_json(corpus, job))
+
+
+def job_json(corpus: Corpus, job: TrainingJob) -> dict:
+    tokenizer = job.tokenizer
+    return {
+        "id": job.id,
+        "url": external_url("jobs.show", slug=corpus.slug, job_id=job.id),
+        "api_url": external_url("jobs.api_job", slug=corpus.slug, job_id=job.id),
+        "status": job.status,
+        "phase": job.phase,
+        "settings": job.settings_dict,
+        "merges_done": job.merges_done,
+        "merges_target": job.merges_target,
+        "wall_seconds": job.elapsed_seconds,
+        "merging_seconds_left": job.estimate_seconds,
+        "error": job.error,
+        "tokenizer": None
+        if tokenizer is None
+        else {"slug": tokenizer.slug, "url": external_url("tokenizers.show", slug=tokenizer.slug)},
+    }
