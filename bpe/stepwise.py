@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -87,7 +87,10 @@ def encode_chunks(
     """
     if tok.rule != "merges":
         return _imported_chunks(tok, text, allowed_special, merge_limit)
-    ranks = first_merges(tok, merge_limit)
+    if merge_limit is not None and merge_limit < 0:
+        first_merges(tok, merge_limit)  # refuses it, saying why
+    limited = merge_limit is not None and merge_limit < len(tok.merges)
+    cut_back = _unmerger(tok, merge_limit) if merge_limit is not None and limited else None
     out: list[Chunk] = []
     seen: dict[str, list[int]] = {}  # chunks repeat (" the"): encode each distinct one once
     for start, end, special_id in _special_pieces(tok, text, allowed_special):
@@ -95,20 +98,64 @@ def encode_chunks(
             out.append(Chunk(start, end, [special_id], special=True))
             continue
         spans = _chunk_spans(tok, text, start, end)
-        if ranks is tok.ranks and tok.mode == "chunked":
-            # All merges: the tokeniser's own chunk cache has most of them already.
-            for (chunk_start, chunk_end), cached in zip(
-                spans, tok.encode_chunks(text[start:end]), strict=True
-            ):
-                out.append(Chunk(chunk_start, chunk_end, cached))
+        if tok.mode != "words":
+            # The tokeniser's own full encoding (cached per chunk, or the fast path), cut back to
+            # the first k merges: the same ids as encoding with them, and far cheaper.
+            for chunk_start, chunk_end in spans:
+                ids = list(tok.encode_piece(text[chunk_start:chunk_end]))
+                out.append(Chunk(chunk_start, chunk_end, cut_back(ids) if cut_back else ids))
             continue
         for chunk_start, chunk_end in spans:
             piece = text[chunk_start:chunk_end]
             found = seen.get(piece)
             if found is None:
+                ranks = first_merges(tok, merge_limit)
                 found = seen[piece] = encode_ids(base_symbols(tok, piece), ranks)
             out.append(Chunk(chunk_start, chunk_end, found))
     return out
+
+
+def _unmerger(tok: Tokenizer, merge_limit: int) -> Callable[[list[int]], list[int]]:
+    """ids -> the same text encoded with only the first `merge_limit` merges, from its full
+    encoding: every token made by merge k or later is split back into its two parts, until
+    each part is a base symbol or was made by an earlier merge.
+
+    Exact for seed 002's rule: its steps come in rising rank (a merge's parts are older ids, so
+    a pair it makes ranks later), so the state after the steps of rank < k is the encoding with
+    k merges, and the later steps only join its tokens, each by its own merge.
+    """
+    merges = tok.merges
+    rank_of = tok.merge_rank
+    parts_of: dict[int, list[int]] = {}  # token -> its tokens under the first k merges
+
+    def parts(token_id: int) -> list[int]:
+        found = parts_of.get(token_id)
+        if found is None:
+            found = []
+            stack = [token_id]  # a stack, not recursion: naive merge trees run deep
+            while stack:
+                part = stack.pop()
+                rank = rank_of(part)
+                if rank is None or rank < merge_limit:
+                    found.append(part)
+                else:
+                    left, right, _ = merges[rank]
+                    stack.append(right)
+                    stack.append(left)
+            parts_of[token_id] = found
+        return found
+
+    def cut_back(ids: list[int]) -> list[int]:
+        out: list[int] = []
+        for token_id in ids:
+            rank = rank_of(token_id)
+            if rank is None or rank < merge_limit:
+                out.append(token_id)
+            else:
+                out.extend(parts(token_id))
+        return out
+
+    return cut_back
 
 
 def _imported_chunks(

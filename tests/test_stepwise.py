@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpe
+from bpe.encoder import encode_ids
 from bpe.stepwise import apply_merge, base_symbols, encode_chunks, first_merges, replay
 
 TEXT = (
@@ -133,6 +134,25 @@ def test_limited_encoding_decodes_back_and_replays_exactly(text, k):
         symbols = base_symbols(tok, text[chunk.start : chunk.end])
         steps = replay(symbols, ranks)
         assert (steps[-1].after if steps else symbols) == chunk.ids
+
+
+_CUT_BACK = {mode: trained(mode, 256 + 90) for mode in ("naive", "chunked")}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.sampled_from(sorted(_CUT_BACK)),
+    st.text(alphabet="abcqu t.東😀\n", max_size=80),
+    st.integers(min_value=0, max_value=95),
+)
+def test_the_full_encoding_cut_back_equals_encoding_with_the_first_k_merges(mode, text, k):
+    """encode_chunks(merge_limit=k) splits the full encoding's later tokens back into parts;
+    that must be exactly seed 002's loop run with the first k merges only."""
+    tok = _CUT_BACK[mode]
+    ranks = first_merges(tok, k)
+    for chunk in encode_chunks(tok, text, merge_limit=k):
+        symbols = base_symbols(tok, text[chunk.start : chunk.end])
+        assert chunk.ids == encode_ids(symbols, ranks)
 
 
 def test_imported_tokenisers_with_shuffled_ids_segment_by_their_own_rule():

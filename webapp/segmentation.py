@@ -9,8 +9,12 @@ Nothing here imports Flask; the views call it and render what it returns.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import re
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate, pairwise
 
 import bpe
 from bpe.model import UNKNOWN
@@ -55,6 +59,7 @@ def segment(
     byte_at = _byte_offsets(text)
     words = tok.mode == "words"
     unknown = tok.special_tokens.get(UNKNOWN) if words else None
+    width = _widths(tok)
     for index, chunk in enumerate(chunks):
         if chunk.special:
             ids.append(chunk.ids[0])
@@ -65,29 +70,51 @@ def segment(
             char = chunk.start
             for token_id in chunk.ids:
                 # `<unk>` stands for the one character it does not know
-                width = 1 if token_id == unknown else len(tok.token_bytes(token_id).decode())
-                spans.append((byte_at[char], byte_at[char + width]))
-                char += width
+                chars = 1 if token_id == unknown else len(tok.token_bytes(token_id).decode())
+                spans.append((byte_at[char], byte_at[char + chars]))
+                char += chars
         else:
-            offset = byte_at[chunk.start]
-            for token_id in chunk.ids:
-                width = len(tok.token_bytes(token_id))
-                spans.append((offset, offset + width))
-                offset += width
+            ends = list(accumulate(map(width, chunk.ids), initial=byte_at[chunk.start]))
+            spans.extend(pairwise(ends))
         ids.extend(chunk.ids)
         chunk_of.extend([index] * len(chunk.ids))
     return Segmentation(chunks, ids, spans, chunk_of)
 
 
+_widths_cache: weakref.WeakKeyDictionary[bpe.Tokenizer, Callable[[int], int]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _widths(tok: bpe.Tokenizer) -> Callable[[int], int]:
+    """id -> the token's length in bytes, remembered per tokeniser."""
+    width = _widths_cache.get(tok)
+    if width is None:
+        known: dict[int, int] = {}
+
+        def width(token_id: int) -> int:
+            found = known.get(token_id)
+            if found is None:
+                found = known[token_id] = len(tok.token_bytes(token_id))
+            return found
+
+        _widths_cache[tok] = width
+    return width
+
+
+@lru_cache(maxsize=4)  # the compare page measures one text for each of its rows
 def _byte_offsets(text: str) -> list[int]:
-    """byte offset of each character, plus the length at the end."""
-    offsets = [0] * (len(text) + 1)
-    total = 0
-    for i, char in enumerate(text):
-        offsets[i] = total
-        total += len(char.encode("utf-8", errors="surrogatepass"))
-    offsets[len(text)] = total
+    """byte offset of each character, plus the length at the end (do not change the list)."""
+    if text.isascii():
+        return list(range(len(text) + 1))
+    data = text.encode("utf-8", errors="surrogatepass")
+    # Every character starts with a byte that is not a continuation byte (10xxxxxx).
+    offsets = [m.start() for m in _CHARACTER_START.finditer(data)]
+    offsets.append(len(data))
     return offsets
+
+
+_CHARACTER_START = re.compile(rb"[^\x80-\xbf]")
 
 
 # ----- the boundary diff ----------------------------------------------------------------------
@@ -132,13 +159,15 @@ def view_marks(
     """Per shown token (a view may join several tokens): (its start is a boundary only some
     rows have, how many boundaries of other rows fall inside it)."""
     lacks = sorted(row.lacks)
+    only_some = row.only_some
+    spans = seg.spans
     marks = []
     index = 0
     for count in view_token_counts:
-        start = seg.spans[index][0]
-        end = seg.spans[index + count - 1][1]
-        inside = bisect.bisect_left(lacks, end) - bisect.bisect_right(lacks, start)
-        marks.append((start in row.only_some, max(inside, 0)))
+        start = spans[index][0]
+        end = spans[index + count - 1][1]
+        inside = bisect.bisect_left(lacks, end) - bisect.bisect_right(lacks, start) if lacks else 0
+        marks.append((start in only_some, max(inside, 0)))
         index += count
     return marks
 
