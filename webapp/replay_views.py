@@ -4,12 +4,14 @@ they read, and a replay (webapp.segmentation) turned into token views for the te
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import bpe
+from webapp.chips import NO_MARK, Chip, Mark, encoded_chips
 from webapp.errors import UserError
 from webapp.segmentation import REPLAY_MAX_BYTES, REPLAY_MAX_PAIRS, Replay
-from webapp.token_display import TokenView, token_infos, token_view, token_views
+from webapp.token_display import TokenView, token_infos, token_view
 
 
 def scrub_arg(values: Mapping[str, str], name: str) -> int | None:
@@ -25,7 +27,7 @@ def scrub_arg(values: Mapping[str, str], name: str) -> int | None:
         ) from None
 
 
-def why_token_index(values: Mapping[str, str], views: Sequence[TokenView]) -> int:
+def why_token_index(values: Mapping[str, str], chips: Sequence[Chip]) -> int:
     """Which token was asked about: `at`, the index of a clicked chip (a chip can join several
     tokens that split a character), or `token`, a 1-based token number typed into the form."""
     for name in ("at", "token"):
@@ -40,9 +42,9 @@ def why_token_index(values: Mapping[str, str], views: Sequence[TokenView]) -> in
             ) from None
         if name == "token":
             return number - 1
-        if not 0 <= number < len(views):
+        if not 0 <= number < len(chips):
             return -1
-        return sum(len(view.ids) for view in views[:number])
+        return sum(len(c.ids) for c in chips[:number])
     raise UserError("Say which token to explain: click one, or give its number.", status=400)
 
 
@@ -56,11 +58,25 @@ def merge_views(tok: bpe.Tokenizer, merge: tuple[int, int, int] | None) -> list[
     ]
 
 
+@dataclass(frozen=True)
+class MarkedChips:
+    """Tokens of one replay step as chips; `marks` flags the ones that step just made."""
+
+    chips: list[Chip]
+    marks: list[Mark]
+
+    def __len__(self) -> int:
+        return len(self.chips)
+
+
+_JUST_MERGED: Mark = (" just-merged", " · just merged", ", just merged")
+
+
 def _chips(
     tok: bpe.Tokenizer, ids: Sequence[int], marked: frozenset[int] | set[int] = frozenset()
-) -> list[dict[str, Any]]:
-    views = token_views(token_infos(tok, ids), invalid="hex", whitespace=True)
-    return [{"view": v, "marked": i in marked} for i, v in enumerate(views)]
+) -> MarkedChips:
+    chips = encoded_chips(tok, ids, invalid="hex", whitespace=True)
+    return MarkedChips(chips, [_JUST_MERGED if i in marked else NO_MARK for i in range(len(ids))])
 
 
 def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) -> dict[str, Any]:

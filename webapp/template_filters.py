@@ -13,6 +13,7 @@ from flask import Flask
 from markupsafe import Markup
 
 from bpe.patterns import pattern_name
+from webapp.chips import id_stream_html, stream_html, token_html
 from webapp.errors import human_bytes
 from webapp.jobs.progress import PHASES
 from webapp.page_text import escape_html, form_value_html, visible_html
@@ -32,7 +33,12 @@ def init_app(app: Flask) -> None:
         pair_views=pair_views_filter,
         phase_label=phase_label_filter,
     )
-    app.jinja_env.globals["job_phases"] = PHASES
+    app.jinja_env.globals.update(
+        job_phases=PHASES,
+        token_html=token_html,
+        stream_html=stream_html,
+        id_stream_html=id_stream_html,
+    )
 
 
 def esc_filter(text: str | None) -> Markup:

@@ -302,6 +302,14 @@ def token_views(
     ]
 
 
+def stream_view(
+    group: Sequence[TokenInfo], *, invalid: InvalidRule = "group", whitespace: bool = False
+) -> TokenView:
+    """One view of `token_views` on its own (colour 0): `group` is one of its groups, which
+    shows the same wherever it stands, since a group starts and ends between characters."""
+    return _view(group, invalid=invalid, whitespace=whitespace, colour=0, newlines=True)
+
+
 def split_character_groups(infos: Sequence[TokenInfo]) -> list[list[TokenInfo]]:
     """Runs of tokens whose boundaries fall inside a character, so the run shows whole ones.
 

@@ -23,6 +23,7 @@ from typing import Any
 from flask import Blueprint, make_response, redirect, render_template, request, url_for
 
 from webapp import browse, compare_sets, db, owners
+from webapp.chips import NO_MARK, Mark, encoded_chips
 from webapp.comparison import (
     crossing_ids,
     curve,
@@ -43,7 +44,7 @@ from webapp.pages import (
 from webapp.playground import Display, check_playground_text, list_display
 from webapp.replay_views import merge_views
 from webapp.segmentation import boundary_diff, clamp_merges, scrub, view_marks
-from webapp.token_display import counts, token_infos, token_view, token_views
+from webapp.token_display import counts, token_infos, token_view
 
 bp = Blueprint("compare", __name__)
 # Refusals (404 slugs, 413 text) look exactly like the tokeniser pages' ones, htmx included.
@@ -221,13 +222,10 @@ def _scrub_setting(sides: list[dict], values) -> dict:
     return {"by": by, "k": k, "high": high, "per_side": per_side, "full": k == high}
 
 
-_NO_MARK = ("", "")
-
-
-def _diff_mark(cut: bool, inside: int) -> tuple[str, str]:
-    """(extra classes, tooltip note) of one chip of the diff stream."""
+def _diff_mark(cut: bool, inside: int) -> Mark:
+    """(extra classes, tooltip note, label note) of one chip of the diff stream."""
     if not cut and not inside:
-        return _NO_MARK
+        return NO_MARK
     classes, note = "", ""
     if cut:
         classes += " cut-differs"
@@ -235,7 +233,7 @@ def _diff_mark(cut: bool, inside: int) -> tuple[str, str]:
     if inside:
         classes += " spans-cut"
         note += f" · runs across {inside} cut{'s' if inside != 1 else ''} others make"
-    return classes, note
+    return classes, note, note
 
 
 def _encoded(context: dict, values) -> dict:
@@ -250,14 +248,12 @@ def _encoded(context: dict, values) -> dict:
         tok = side["tok"]
         cut = scrub(tok, text, k, allowed_special=specials)
         ids = cut.segmentation.ids
-        views = token_views(
-            token_infos(tok, ids), invalid=display.invalid, whitespace=display.whitespace
-        )
+        chips = encoded_chips(tok, ids, invalid=display.invalid, whitespace=display.whitespace)
         rows.append(
             {
                 "side": side,
                 "ids": ids,
-                "views": views,
+                "chips": chips,
                 "counts": counts(text, ids),
                 "scrub": cut,
                 "merge_views": merge_views(tok, cut.merge),
@@ -268,7 +264,7 @@ def _encoded(context: dict, values) -> dict:
     )
     for row, row_diff in zip(rows, diff.rows, strict=True):
         row["diff"] = row_diff
-        marks = view_marks(row["scrub"].segmentation, [len(v.ids) for v in row["views"]], row_diff)
+        marks = view_marks(row["scrub"].segmentation, [len(c.ids) for c in row["chips"]], row_diff)
         row["marks"] = [_diff_mark(cut, inside) for cut, inside in marks]
     fewest = min(len(row["ids"]) for row in rows)
     cheapest = [row["side"]["letter"] for row in rows if len(row["ids"]) == fewest] if text else []

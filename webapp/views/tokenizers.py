@@ -21,6 +21,7 @@ from flask import (
 import bpe
 from bpe.token_info import CATEGORIES, merge_tree, token_category
 from webapp import browse, db, imports, listings, owners
+from webapp.chips import encoded_chips
 from webapp.convert import load_tokenizer
 from webapp.describer import Describer, describer_for
 from webapp.downloads import export_file
@@ -43,12 +44,7 @@ from webapp.playground import (
 from webapp.replay_views import merge_views, replay_views, scrub_arg, why_token_index
 from webapp.security import external_url
 from webapp.segmentation import clamp_merges, replay_token, scrub
-from webapp.token_display import (
-    counts,
-    token_infos,
-    token_view,
-    token_views,
-)
+from webapp.token_display import counts, token_infos, token_view
 
 bp = Blueprint("tokenizers", __name__, url_prefix="/t")
 
@@ -142,9 +138,7 @@ def _playground(
     k = clamp_merges(tok, scrub_arg(values, "k"))
     cut = scrub(tok, text, k, allowed_special=specials) if k < len(tok.merges) else None
     ids = cut.segmentation.ids if cut else tok.encode(text, allowed_special=specials)
-    views = token_views(
-        token_infos(tok, ids), invalid=display.invalid, whitespace=display.whitespace
-    )
+    chips = encoded_chips(tok, ids, invalid=display.invalid, whitespace=display.whitespace)
     replayed = None
     if why:
         if tok.rule != "merges":
@@ -154,7 +148,7 @@ def _playground(
                 " has no replay yet.",
                 status=422,
             )
-        at = why_token_index(values, views)
+        at = why_token_index(values, chips)
         replayed = replay_token(tok, text, at, allowed_special=specials, merge_limit=k)
         if replayed is None:
             raise UserError(
@@ -168,7 +162,7 @@ def _playground(
         tab="playground",
         text=text,
         ids=ids,
-        views=views,
+        chips=chips,
         counts=counts(text, ids),
         display=display,
         k=k,
