@@ -12,6 +12,12 @@ english_small.txt once and stores it four times (four rows, four caches: no shar
 The peer is tiktoken encoding the same 5 KB with the same tokeniser (exported with
 bpe.export_tiktoken): the raw cost of one encode in Rust, with nothing shown. Ratios are our
 request time / tiktoken's encode time, measured side by side in this run.
+
+Most cases repeat one request, as a visitor does who types with the slider still; the caches
+it meets are the ones the site keeps (the tokeniser's chunks, its token chips). Three cases
+change something every request: the text (the next 5 KB slice of english_small.txt: only its
+chunks and tokens seen before are cached) or k (a dragged slider). CPU time of this process
+is given beside wall time, since the machine may be shared.
 """
 
 from __future__ import annotations
@@ -36,11 +42,27 @@ CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
 TEXT_BYTES = 5000
 
 
-def sample_text() -> str:
+def sample_texts(count: int) -> list[str]:
+    """`count` different 5 KB slices of english_small.txt (filler if it is missing)."""
     path = CORPORA / "english_small.txt"
-    text = path.read_text(encoding="utf-8")[:20_000] if path.exists() else "The quick fox. " * 2000
-    data = text.encode("utf-8")[:TEXT_BYTES]
-    return data.decode("utf-8", errors="ignore")
+    text = path.read_text(encoding="utf-8")[: 6000 * count] if path.exists() else ""
+    if len(text) < 6000 * count:
+        text = "The quick fox. " * (400 * count)
+    data = text.encode("utf-8")
+    slices = [data[i * TEXT_BYTES : (i + 1) * TEXT_BYTES] for i in range(count)]
+    return [piece.decode("utf-8", errors="ignore") for piece in slices]
+
+
+def timed_requests(send, repeat: int) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of `repeat` calls send(i), after one warm-up call send(-1)."""
+    send(-1)
+    wall, cpu = [], []
+    for i in range(repeat):
+        started, started_cpu = time.perf_counter(), time.process_time()
+        send(i)
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - started_cpu)
+    return wall, cpu
 
 
 def tiktoken_encode_time(tok: bpe.Tokenizer, text: str, repeat: int) -> float | None:
@@ -69,7 +91,8 @@ def main() -> None:
         corpus_text = "synthetic corpus\n" * 10
         source = "synthetic valid merges, 4 seeds"
     built = time.perf_counter() - started
-    text = sample_text()
+    texts = sample_texts(args.repeat + 2)
+    text = texts[0]
 
     app = bench_app("bpe-scrub-bench-")
     slugs = store_tokenizers(app, toks, store_corpus(app, corpus_text))
@@ -79,35 +102,49 @@ def main() -> None:
 
     print(f"tokenisers: {n:,} merges each ({source}); built in {built:.1f} s")
     print(f"text: {len(text.encode()):,} bytes of english_small.txt (or filler if missing)")
-    print(f"{args.repeat} requests each, Flask test client, SQLite, htmx fragments; times in ms\n")
+    print(f"{args.repeat} requests each, Flask test client, SQLite, htmx fragments; times in ms")
+    print(f"load average at the start: {os.getloadavg()[0]:.1f}\n")
     compare = "/compare/" + "/".join(slugs) + "/encode"
+    play, why = f"/t/{slugs[0]}/encode", f"/t/{slugs[0]}/why"
+    # (label, url, fields, what changes between requests: nothing, k, or the text)
     cases = [
-        ("playground, all merges (no scrub)", f"/t/{slugs[0]}/encode", {}),
-        ("scrubber k = 1,000", f"/t/{slugs[0]}/encode", {"k": "1000"}),
-        (f"scrubber k = {n // 2:,}", f"/t/{slugs[0]}/encode", {"k": str(n // 2)}),
-        (f"scrubber k = {n - 1:,}", f"/t/{slugs[0]}/encode", {"k": str(n - 1)}),
-        ("why this split? (token 100)", f"/t/{slugs[0]}/why", {"token": "100"}),
-        ("4-way compare, all merges", compare, {}),
-        ("4-way compare, scrubbed to 50%", compare, {"k": "500", "by": "fraction"}),
-        ("4-way compare, k = 1,000 each", compare, {"k": "1000", "by": "count"}),
+        ("playground, all merges (no scrub)", play, {}, None),
+        ("playground, a new text each time", play, {}, "text"),
+        ("scrubber k = 1,000", play, {"k": "1000"}, None),
+        (f"scrubber k = {n // 2:,}", play, {"k": str(n // 2)}, None),
+        (f"scrubber k = {n - 1:,}", play, {"k": str(n - 1)}, None),
+        ("scrubber dragged (k + 97 each time)", play, {"k": "1000"}, "k"),
+        ("why this split? (token 100)", why, {"token": "100"}, None),
+        ("4-way compare, all merges", compare, {}, None),
+        ("4-way compare, scrubbed to 50%", compare, {"k": "500", "by": "fraction"}, None),
+        ("4-way compare, k = 1,000 each", compare, {"k": "1000", "by": "count"}, None),
+        ("4-way compare, a new text each time", compare, {}, "text"),
     ]
     peer = tiktoken_encode_time(toks[0], text, args.repeat)
-    print(f"{'request':36} {'median':>8} {'p95':>8} {'max':>8}   x tiktoken encode")
-    for label, url, extra in cases:
-        data = {"text": text, **extra}
-        response = client.post(url, data=data, headers=hx)
-        assert response.status_code == 200, (url, response.status_code, response.text[:300])
-        samples = timed(
-            lambda url=url, data=data: client.post(url, data=data, headers=hx), args.repeat
-        )
+    header = f"{'request':38} {'median':>8} {'p95':>8} {'max':>8} {'CPU med':>8}"
+    print(header + "   x tiktoken encode")
+    for label, url, fields, varies in cases:
+
+        def send(i, url=url, fields=fields, varies=varies):
+            data = {"text": text, **fields}
+            if varies == "text":
+                data["text"] = texts[i + 1]
+            elif varies == "k":
+                data["k"] = str(int(fields["k"]) + 97 * (i + 1))
+            response = client.post(url, data=data, headers=hx)
+            assert response.status_code == 200, (url, response.status_code, response.text[:300])
+
+        samples, cpu = timed_requests(send, args.repeat)
         median = statistics.median(samples)
         p95 = sorted(samples)[int(0.95 * (len(samples) - 1))]
-        line = f"{label:36} {median * 1000:8.1f} {p95 * 1000:8.1f} {max(samples) * 1000:8.1f}"
+        line = f"{label:38} {median * 1000:8.1f} {p95 * 1000:8.1f} {max(samples) * 1000:8.1f}"
+        line += f" {statistics.median(cpu) * 1000:8.1f}"
         if peer:
             line += f"   {median / peer:10.0f}x"
         print(line)
     if peer:
         print(f"\npeer: tiktoken encode_ordinary of the same text, median {peer * 1000:.3f} ms")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     app.extensions["bpe_db"].dispose()
 
 
