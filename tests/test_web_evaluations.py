@@ -12,6 +12,7 @@ import bpe
 from bpe.export_tiktoken import rank_file_text
 from webapp import evaluations
 from webapp.convert import store_imported
+from webapp.jobs import evaluation_runner
 from webapp.models import Evaluation, JobStatus, Tokenizer
 
 CORPUS = "The cat sat on the mat. The dog ate 12 bones! Ünïcödé 東京 😀\n" * 40
@@ -95,7 +96,7 @@ def test_bad_requests(client, imported):
 def test_background_runner_evaluates_in_a_child_process(app, imported):
     own, ref_slug, ref_tok = imported
     database = app.extensions["bpe_db"]
-    runner = evaluations.EvaluationRunner(database, inline=False)
+    runner = evaluation_runner.EvaluationRunner(database, inline=False)
     runner.start()
     try:
         with database.session_scope() as session:
@@ -124,7 +125,7 @@ def test_cancel_stops_an_evaluation(app, imported):
     )
     assert evaluations.claim_next(database) == evaluation_id
     evaluations.request_cancel(database, evaluation_id)
-    evaluations.run_evaluation(database, evaluation_id, interval=0.0)
+    evaluation_runner.run_evaluation(database, evaluation_id, interval=0.0)
     with database.read_scope() as session:
         row = session.get(Evaluation, evaluation_id)
         assert row.status == JobStatus.CANCELLED.value and row.tokens is None

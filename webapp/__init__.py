@@ -17,7 +17,6 @@ from webapp import (
     config,
     db,
     errors,
-    evaluations,
     imports,
     inputs,
     jobs,
@@ -26,6 +25,7 @@ from webapp import (
     template_filters,
     uploads,
 )
+from webapp.jobs import evaluation_runner
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -88,7 +88,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         if removed:
             app.logger.info("removed %d upload temp file(s) left by a stopped server", removed)
     jobs.init_app(app, run_jobs=run_jobs and schema_ready)
-    evaluations.init_app(app, run_jobs=run_jobs and schema_ready)
+    evaluation_runner.init_app(app, run_jobs=run_jobs and schema_ready)
     return app
 
 

@@ -91,9 +91,8 @@ def store_imported(
         else json.dumps(tok.pre_tokenizer.to_dict(), ensure_ascii=False),
         ignore_merges=tok.ignore_merges,
         id_limit=tok.id_limit,
+        owner_id=owner_id,
     )
-    if owner_id is not None and hasattr(row, "owner_id"):
-        row.owner_id = owner_id
     session.add(row)
     session.flush()
     _insert_batched(session, Merge, merge_rows(tok, row.id))

@@ -1,37 +1,28 @@
 """Evaluations: one tokeniser measured on one corpus (`bpe.evaluate`), as a background job.
 
-- The store functions own every query on the `evaluations` table.
-- `run_evaluation(database, id)` is the task: read the corpus and the tokeniser, evaluate with
-  progress (characters done) and a heartbeat written a few times a second, stop when the row's
-  `cancel_requested` is set, record the figures or the reason.
-- `EvaluationRunner` runs queued evaluations one at a time, each in a child process (pure-Python
-  encoding holds the GIL for seconds), in the process that runs the training jobs; it is
-  started and stopped with them. In the test modes (`inline`, `manual`) an evaluation runs in
-  the request that asks for it. An evaluation left `running` by a dead process is shown as
-  `interrupted` once its heartbeat is older than STALE_AFTER, and can be asked for again.
+This module owns every query on the `evaluations` table: asking for one (with the queue's
+limits), cancelling, claiming, and what the corpus page's table and an evaluation's page read.
+The task and the runner that executes it live with the other jobs, in
+`webapp/jobs/evaluation_runner.py`. An evaluation left `running` by a dead process is shown as
+`interrupted` once its heartbeat is older than STALE_AFTER, and can be asked for again.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import multiprocessing
-import threading
-import time
 from array import array
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from flask import Flask
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, joinedload
 
-from bpe.evaluate import EvaluationCancelled, evaluate
-from webapp.convert import load_tokenizer
 from webapp.db import Database
-from webapp.models import Corpus, Evaluation, JobStatus, Tokenizer, utcnow
+from webapp.errors import UserError
+from webapp.models import ACTIVE_STATUSES, Corpus, Evaluation, JobStatus, Tokenizer, utcnow
 
 log = logging.getLogger(__name__)
 STALE_AFTER = timedelta(seconds=30)
@@ -46,9 +37,29 @@ SORTS = {  # query value -> (label, key on an EvaluationView); the best first
 }
 
 
+class EvaluationQueueFull(UserError):
+    status = 429
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many evaluations may wait: one owner's (None: no limit) and everyone's together."""
+
+    per_owner: int | None = None
+    max_queued: int | None = None
+
+
 # ----- the store ---------------------------------------------------------------------------------
-def request_evaluation(database: Database, *, tokenizer_id: int, corpus_id: int) -> int:
-    """Queue this tokeniser on this corpus (again, unless it is queued or running now)."""
+def request_evaluation(
+    database: Database,
+    *,
+    tokenizer_id: int,
+    corpus_id: int,
+    owner_id: int | None = None,
+    limits: Limits = Limits(),
+) -> int:
+    """Queue this tokeniser on this corpus (again, unless it is queued or running now), asked
+    for by `owner_id`; EvaluationQueueFull (429) beyond `limits`, nothing queued then."""
     with database.session_scope() as session:
         row = session.scalar(
             select(Evaluation).where(
@@ -57,9 +68,11 @@ def request_evaluation(database: Database, *, tokenizer_id: int, corpus_id: int)
         )
         if row is not None and status_of(row) in (JobStatus.QUEUED, JobStatus.RUNNING):
             return row.id
+        _admit(session, owner_id, limits)
         if row is None:
             row = Evaluation(tokenizer_id=tokenizer_id, corpus_id=corpus_id)
             session.add(row)
+        row.owner_id = owner_id
         total = session.scalar(select(Corpus.char_count).where(Corpus.id == corpus_id)) or 0
         for name in ("byte_count", "characters", "words", "tokens", "vocab_size", "used"):
             setattr(row, name, None)
@@ -71,10 +84,44 @@ def request_evaluation(database: Database, *, tokenizer_id: int, corpus_id: int)
         return row.id
 
 
+def _admit(session: Session, owner_id: int | None, limits: Limits) -> None:
+    """Refuse one more evaluation beyond the owner's limit or the queue's (issue 8: one
+    visitor may not fill the queue for everyone). Runs inside the inserting transaction."""
+    active = Evaluation.status.in_([s.value for s in ACTIVE_STATUSES])
+    if owner_id is not None and limits.per_owner is not None:
+        mine = session.scalar(
+            select(func.count())
+            .select_from(Evaluation)
+            .where(active, Evaluation.owner_id == owner_id)
+        )
+        if (mine or 0) >= limits.per_owner:
+            raise EvaluationQueueFull(
+                f"You already have {mine} evaluation{'s' if mine != 1 else ''} queued or running,"
+                f" and one owner may have at most {limits.per_owner} at once. Wait for one to"
+                " finish, or cancel one."
+            )
+    if limits.max_queued is not None:
+        waiting = session.scalar(select(func.count()).select_from(Evaluation).where(active))
+        if (waiting or 0) >= limits.max_queued:
+            raise EvaluationQueueFull(
+                f"The evaluation queue is full ({limits.max_queued} queued or running). Try"
+                " again when one has finished."
+            )
+
+
 def request_cancel(database: Database, evaluation_id: int) -> None:
+    """Stop a running evaluation (its process sees the flag) or drop a queued one at once; a
+    finished one is left as it is."""
     with database.session_scope() as session:
         session.execute(
-            update(Evaluation).where(Evaluation.id == evaluation_id).values(cancel_requested=True)
+            update(Evaluation)
+            .where(Evaluation.id == evaluation_id, Evaluation.status == JobStatus.QUEUED.value)
+            .values(status=JobStatus.CANCELLED.value, finished_at=utcnow())
+        )
+        session.execute(
+            update(Evaluation)
+            .where(Evaluation.id == evaluation_id, Evaluation.status == JobStatus.RUNNING.value)
+            .values(cancel_requested=True)
         )
 
 
@@ -153,6 +200,14 @@ def _visible(owner_id: int | None):
     )
 
 
+def _evaluation_visible(owner_id: int | None):
+    """An evaluation is shown to a visitor who may see its tokeniser, or who asked for it (they
+    had the tokeniser's link then); to nobody else, so no list hands out another's link."""
+    if owner_id is None:
+        return _visible(owner_id)
+    return _visible(owner_id) | (Evaluation.owner_id == owner_id)
+
+
 def evaluations_of_corpus(
     session: Session, corpus_id: int, *, sort: str = "bpt", owner_id: int | None = None
 ) -> list:
@@ -162,7 +217,7 @@ def evaluations_of_corpus(
         .where(
             Evaluation.corpus_id == corpus_id,
             Tokenizer.deleted_at.is_(None),
-            _visible(owner_id),
+            _evaluation_visible(owner_id),
         )
         .options(joinedload(Evaluation.tokenizer))
     ).all()
@@ -189,12 +244,25 @@ def table_context(
     }
 
 
-def get_evaluation(session: Session, corpus_id: int, evaluation_id: int) -> Evaluation | None:
-    return session.scalar(
+def get_evaluation(
+    session: Session, corpus_id: int, evaluation_id: int, *, owner_id: int | None | bool
+) -> Evaluation | None:
+    """The evaluation, if this visitor may see it (see `_evaluation_visible`): ids are
+    sequential, so to anyone else it is missing, like another owner's job. `owner_id=True`:
+    whoever may see it (a change then asks for its owner, and says 403 to anyone else)."""
+    query = (
         select(Evaluation)
-        .where(Evaluation.id == evaluation_id, Evaluation.corpus_id == corpus_id)
+        .join(Tokenizer, Tokenizer.id == Evaluation.tokenizer_id)
+        .where(
+            Evaluation.id == evaluation_id,
+            Evaluation.corpus_id == corpus_id,
+            Tokenizer.deleted_at.is_(None),
+        )
         .options(joinedload(Evaluation.tokenizer))
     )
+    if owner_id is not True:
+        query = query.where(_evaluation_visible(owner_id))
+    return session.scalar(query)
 
 
 def never_used_ids(row: Evaluation) -> list[int]:
@@ -218,158 +286,3 @@ def candidates(session: Session, *, owner_id: int | None = None) -> list[Tokeniz
             .limit(200)
         )
     )
-
-
-# ----- the task ----------------------------------------------------------------------------------
-def run_evaluation(database: Database, evaluation_id: int, *, interval: float = 0.25) -> None:
-    """Evaluate (the row is `running`) and record how it ended."""
-    with database.read_scope() as session:
-        row = session.get(Evaluation, evaluation_id)
-        if row is None:
-            return
-        tokenizer = session.get_one(Tokenizer, row.tokenizer_id)
-        tok = load_tokenizer(session, tokenizer)
-        text = session.execute(select(Corpus.text).where(Corpus.id == row.corpus_id)).scalar_one()
-    last = [0.0]
-
-    def write(values: dict[str, Any]) -> bool:
-        with database.session_scope() as session:
-            session.execute(
-                update(Evaluation).where(Evaluation.id == evaluation_id).values(**values)
-            )
-            return bool(
-                session.scalar(
-                    select(Evaluation.cancel_requested).where(Evaluation.id == evaluation_id)
-                )
-            )
-
-    cancelled = [False]
-
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= interval:
-            last[0] = now
-            cancelled[0] = write({"chars_done": done, "heartbeat_at": utcnow()})
-
-    try:
-        result = evaluate(tok, [text], progress=progress, should_stop=lambda: cancelled[0])
-    except EvaluationCancelled:
-        write({"status": JobStatus.CANCELLED.value, "finished_at": utcnow()})
-        return
-    except Exception as exc:  # noqa: BLE001 - recorded for the reader of the corpus page
-        error = f"evaluation failed: {type(exc).__name__}: {exc}"
-        write({"status": JobStatus.FAILED.value, "error": error, "finished_at": utcnow()})
-        return
-    write(
-        {
-            "status": JobStatus.SUCCEEDED.value,
-            "finished_at": utcnow(),
-            "chars_done": result.characters,
-            "byte_count": result.bytes,
-            "characters": result.characters,
-            "words": result.words,
-            "tokens": result.tokens,
-            "vocab_size": result.vocab_size,
-            "used": result.used,
-            "bytes_per_token": result.bytes_per_token,
-            "seconds": result.seconds,
-            "never_used": array("I", result.never_used).tobytes(),
-            "longest": json.dumps([list(pair) for pair in result.longest]),
-        }
-    )
-
-
-def _child_main(evaluation_id: int, database_url: str) -> None:
-    database = Database(database_url)
-    try:
-        run_evaluation(database, evaluation_id)
-    finally:
-        database.dispose()
-
-
-# ----- the runner --------------------------------------------------------------------------------
-class EvaluationRunner:
-    """One thread, one child process at a time; inline (tests) runs in the caller's thread."""
-
-    def __init__(self, database: Database, *, inline: bool) -> None:
-        self.database = database
-        self.inline = inline
-        self._wake = threading.Event()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._child: Any = None
-
-    def submit(self, *, tokenizer_id: int, corpus_id: int) -> int:
-        evaluation_id = request_evaluation(
-            self.database, tokenizer_id=tokenizer_id, corpus_id=corpus_id
-        )
-        if self.inline:
-            claimed = claim_next(self.database)
-            while claimed is not None:
-                run_evaluation(self.database, claimed)
-                claimed = claim_next(self.database)
-        self._wake.set()
-        return evaluation_id
-
-    def start(self) -> None:
-        if self.inline or self._thread is not None:
-            return
-        recover(self.database)
-        self._thread = threading.Thread(target=self._loop, name="bpe-evaluations", daemon=True)
-        self._thread.start()
-        atexit.register(self.stop)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stopping.set()
-        self._wake.set()
-        child = self._child
-        if child is not None and child.is_alive():
-            child.terminate()
-            child.join(2)
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    def _loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                evaluation_id = claim_next(self.database)
-                if evaluation_id is not None:
-                    self._run_child(evaluation_id)
-                    continue
-            except Exception:
-                log.exception("evaluation runner iteration failed; retrying")
-            self._wake.wait(1.0)
-            self._wake.clear()
-
-    def _run_child(self, evaluation_id: int) -> None:
-        child = _CONTEXT.Process(
-            target=_child_main,
-            args=(evaluation_id, self.database.url),
-            name=f"bpe-evaluate-{evaluation_id}",
-            daemon=True,
-        )
-        self._child = child
-        child.start()
-        while child.is_alive() and not self._stopping.is_set():
-            child.join(0.5)
-        if child.is_alive():
-            child.terminate()
-            child.join(2)
-        self._child = None
-        with self.database.session_scope() as session:
-            row = session.get(Evaluation, evaluation_id)
-            if row is not None and row.status == JobStatus.RUNNING.value:
-                row.status = JobStatus.INTERRUPTED.value
-                row.error = f"The evaluation process ended early (exit code {child.exitcode})."
-                row.finished_at = utcnow()
-
-
-def init_app(app: Flask, *, run_jobs: bool) -> EvaluationRunner:
-    runner = EvaluationRunner(
-        app.extensions["bpe_db"], inline=app.config["JOBS_MODE"] in ("inline", "manual")
-    )
-    app.extensions["bpe_evaluations"] = runner
-    if run_jobs:
-        runner.start()
-    return runner

@@ -38,6 +38,11 @@ def import_upload(
 ) -> Tokenizer:
     """Parse an uploaded file and store it; TokenizerFileError (a ValueError) if refused."""
     tok = import_bytes(raw, filename=filename, sidecar=sidecar, pattern=pattern)
+    return store_upload(database, tok, owner_id=owner_id)
+
+
+def store_upload(database: db.Database, tok: bpe.Tokenizer, *, owner_id: int | None) -> Tokenizer:
+    """Store a parsed import as `owner_id`'s tokeniser (None: the site's)."""
     with database.session_scope() as session:
         row = store_imported(session, tok, owner_id=owner_id)
         session.flush()

@@ -302,6 +302,9 @@ class Evaluation(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
     corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
+    # Who asked for it last (issue 8): they may cancel it, and they see it even when the
+    # tokeniser is not theirs. None: asked for before owners, or by the site.
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
     status: Mapped[str] = mapped_column(String(16), default="queued")  # a JobStatus value
     chars_done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     chars_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")

@@ -23,7 +23,15 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from webapp import db
-from webapp.models import Corpus, Owner, PlaygroundShare, Tokenizer, TrainingJob, utcnow
+from webapp.models import (
+    Corpus,
+    Evaluation,
+    Owner,
+    PlaygroundShare,
+    Tokenizer,
+    TrainingJob,
+    utcnow,
+)
 from webapp.security import Forbidden, bearer_token, external_url, is_https
 
 OWNER_COOKIE = "bpe_owner"
@@ -168,7 +176,7 @@ def claim(token: str) -> int:
     previous = current_owner_id()
     if previous is not None and previous != claimed:
         with db.session_scope() as write:
-            for table in (Corpus, Tokenizer, TrainingJob, PlaygroundShare):
+            for table in (Corpus, Tokenizer, TrainingJob, PlaygroundShare, Evaluation):
                 write.execute(
                     update(table).where(table.owner_id == previous).values(owner_id=claimed)
                 )

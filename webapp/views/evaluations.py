@@ -1,12 +1,15 @@
 """Evaluating tokenisers on a corpus, from the corpus page:
 
 - `POST /c/<slug>/evaluate` (`tokenizer=<slug>`): queue (or re-run) that tokeniser on this corpus;
-  it runs in the background with progress, like training;
+  it runs in the background with progress, like training, and under training's owner rules:
+  the corpus's owner may, anyone else only if the owner allowed training (403 otherwise); the
+  one who asks owns the evaluation (only they may cancel it);
 - `GET /c/<slug>/evaluations?sort=`: the table of every tokeniser evaluated on it (the corpus
   page's htmx fragment; it polls itself while an evaluation is unfinished);
 - `GET /c/<slug>/evaluations/<id>`: one evaluation's figures, never-used and longest tokens;
-  `.json` gives all of them, the never-used ids complete;
-- `POST /c/<slug>/evaluations/<id>/cancel`.
+  `.json` gives all of them, the never-used ids complete. Shown only to a visitor the table
+  shows it to (a reference's, their own tokeniser's, or one they asked for); else 404;
+- `POST /c/<slug>/evaluations/<id>/cancel`: its owner only.
 """
 
 from __future__ import annotations
@@ -24,23 +27,25 @@ from flask import (
 
 from webapp import browse, db, evaluations, owners
 from webapp.convert import load_tokenizer
-from webapp.pages import get_corpus_or_404
+from webapp.jobs.evaluation_runner import EvaluationRunner
+from webapp.pages import get_corpus_or_404, require_training_allowed
 from webapp.token_display import token_infos, token_view
 
 bp = Blueprint("evaluations", __name__)
 NEVER_USED_SHOWN = 500
 
 
-def runner() -> evaluations.EvaluationRunner:
+def runner() -> EvaluationRunner:
     return current_app.extensions["bpe_evaluations"]
 
 
 @bp.post("/c/<slug>/evaluate")
 def evaluate(slug: str):
     corpus = get_corpus_or_404(slug)
+    require_training_allowed(corpus)
     choice = request.form.get("tokenizer", "")
     row = browse.get_tokenizer(db.session(), choice)  # 404 for a bad or deleted slug
-    runner().submit(tokenizer_id=row.id, corpus_id=corpus.id)
+    runner().submit(tokenizer_id=row.id, corpus_id=corpus.id, owner_id=owners.owner_id_for_write())
     return redirect(url_for("corpora.show", slug=corpus.slug) + "#evaluations", code=303)
 
 
@@ -56,13 +61,23 @@ def table(slug: str):
     return render_template("corpora/_evaluations.html", corpus=corpus, **context)
 
 
-@bp.get("/c/<slug>/evaluations/<int:evaluation_id>")
-def show(slug: str, evaluation_id: int):
+def _evaluation_or_404(slug: str, evaluation_id: int, *, to_change: bool = False):
     corpus = get_corpus_or_404(slug)
-    session = db.session()
-    row = evaluations.get_evaluation(session, corpus.id, evaluation_id)
+    row = evaluations.get_evaluation(
+        db.session(),
+        corpus.id,
+        evaluation_id,
+        owner_id=True if to_change else owners.current_owner_id(),
+    )
     if row is None:
         abort(404)
+    return corpus, row
+
+
+@bp.get("/c/<slug>/evaluations/<int:evaluation_id>")
+def show(slug: str, evaluation_id: int):
+    corpus, row = _evaluation_or_404(slug, evaluation_id)
+    session = db.session()
     tok = load_tokenizer(session, row.tokenizer)
     never = evaluations.never_used_ids(row)
     longest = evaluations.longest_pairs(row)
@@ -85,10 +100,7 @@ def show(slug: str, evaluation_id: int):
 
 @bp.get("/c/<slug>/evaluations/<int:evaluation_id>.json")
 def show_json(slug: str, evaluation_id: int):
-    corpus = get_corpus_or_404(slug)
-    row = evaluations.get_evaluation(db.session(), corpus.id, evaluation_id)
-    if row is None:
-        abort(404)
+    corpus, row = _evaluation_or_404(slug, evaluation_id)
     view = evaluations.EvaluationView(row, row.tokenizer, evaluations.status_of(row))
     return jsonify(
         tokenizer=row.tokenizer.slug,
@@ -113,8 +125,7 @@ def show_json(slug: str, evaluation_id: int):
 
 @bp.post("/c/<slug>/evaluations/<int:evaluation_id>/cancel")
 def cancel(slug: str, evaluation_id: int):
-    corpus = get_corpus_or_404(slug)
-    if evaluations.get_evaluation(db.session(), corpus.id, evaluation_id) is None:
-        abort(404)
+    corpus, row = _evaluation_or_404(slug, evaluation_id, to_change=True)
+    owners.require_owner(row, "evaluation")
     evaluations.request_cancel(db.get_db(), evaluation_id)
     return redirect(url_for("corpora.show", slug=corpus.slug) + "#evaluations", code=303)

@@ -3,6 +3,9 @@
 - `POST /import` (multipart: `file`, optional `sidecar`, `pattern`): imports and leads to the new
   tokeniser's page; a refused file re-renders the home page with the reason (4xx).
 - `POST /api/tokenizers/import`: the same fields, answers 201 with the tokeniser's JSON.
+
+Whoever imports owns the tokeniser (issue 8), as an upload makes its corpus theirs: a visitor
+with no owner yet becomes one, and the API's answer hands the new owner's token out once.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 from flask import Blueprint, current_app, jsonify, redirect, request, url_for
 
 import bpe
-from webapp import db
+from bpe.importers import import_bytes
+from webapp import db, owners
 from webapp.errors import UserError, human_bytes
-from webapp.imports import import_upload
+from webapp.imports import store_upload
 from webapp.models import Tokenizer
 from webapp.pages import render_home
 
@@ -32,7 +36,11 @@ def import_form():
 @bp.post("/api/tokenizers/import")
 def import_api():
     row = _import_request()
-    return jsonify(imported_json(row)), 201
+    body = imported_json(row)
+    token = owners.new_owner_token()  # only when this import made its owner
+    body["owner_token"] = token
+    body["owner_link"] = owners.owner_link(token) if token else None
+    return jsonify(body), 201
 
 
 def imported_json(row: Tokenizer) -> dict:
@@ -66,15 +74,13 @@ def _import_request() -> Tokenizer:
     sidecar = _read_limited(side, 1024 * 1024, "sidecar") if side and side.filename else None
     pattern = (request.form.get("pattern_regex") or request.form.get("pattern") or "").strip()
     try:
-        return import_upload(
-            db.get_db(),
-            raw,
-            filename=upload.filename[:255],
-            sidecar=sidecar,
-            pattern=pattern or None,
+        tok = import_bytes(
+            raw, filename=upload.filename[:255], sidecar=sidecar, pattern=pattern or None
         )
     except bpe.TokenizerFileError as exc:
         raise UserError(str(exc), status=422) from None
+    # The owner only once the file is accepted: a refused import makes nobody an owner.
+    return store_upload(db.get_db(), tok, owner_id=owners.owner_id_for_write())
 
 
 def _read_limited(upload, limit: int, what: str) -> bytes:

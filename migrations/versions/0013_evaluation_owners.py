@@ -1,0 +1,31 @@
+"""Evaluations have an owner: whoever asked for one may cancel it and sees it in the corpus
+page's table (issue 8's rules, as for training jobs). Rows made before have none.
+
+Revision ID: 0013_evaluation_owners
+Revises: 0012_owners
+Create Date: 2026-12-01
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0013_evaluation_owners"
+down_revision = "0012_owners"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("evaluations") as batch:
+        batch.add_column(
+            sa.Column(
+                "owner_id", sa.Integer, sa.ForeignKey("owners.id", name="fk_evaluations_owner_id")
+            )
+        )
+        batch.create_index("ix_evaluations_owner_id", ["owner_id"])
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("evaluations") as batch:
+        batch.drop_index("ix_evaluations_owner_id")
+        batch.drop_column("owner_id")

@@ -1,0 +1,199 @@
+"""Running evaluations (the rows and their queries are `webapp.evaluations`'s):
+
+- `run_evaluation(database, id)` is the task: read the corpus and the tokeniser, evaluate with
+  progress (characters done) and a heartbeat written a few times a second, stop when the row's
+  `cancel_requested` is set, record the figures or the reason.
+- `EvaluationRunner` runs queued evaluations one at a time, each in a child process (pure-Python
+  encoding holds the GIL for seconds), in the process that runs the training jobs; it is
+  started and stopped with them. In the test modes (`inline`, `manual`) an evaluation runs in
+  the request that asks for it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import multiprocessing
+import threading
+import time
+from array import array
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import select, update
+
+from bpe.evaluate import EvaluationCancelled, evaluate
+from webapp.convert import load_tokenizer
+from webapp.db import Database
+from webapp.evaluations import Limits, claim_next, recover, request_evaluation
+from webapp.models import Corpus, Evaluation, JobStatus, Tokenizer, utcnow
+
+log = logging.getLogger(__name__)
+_CONTEXT = multiprocessing.get_context("spawn")
+
+
+# ----- the task ----------------------------------------------------------------------------------
+def run_evaluation(database: Database, evaluation_id: int, *, interval: float = 0.25) -> None:
+    """Evaluate (the row is `running`) and record how it ended."""
+    with database.read_scope() as session:
+        row = session.get(Evaluation, evaluation_id)
+        if row is None:
+            return
+        tokenizer = session.get_one(Tokenizer, row.tokenizer_id)
+        tok = load_tokenizer(session, tokenizer)
+        text = session.execute(select(Corpus.text).where(Corpus.id == row.corpus_id)).scalar_one()
+    last = [0.0]
+
+    def write(values: dict[str, Any]) -> bool:
+        with database.session_scope() as session:
+            session.execute(
+                update(Evaluation).where(Evaluation.id == evaluation_id).values(**values)
+            )
+            return bool(
+                session.scalar(
+                    select(Evaluation.cancel_requested).where(Evaluation.id == evaluation_id)
+                )
+            )
+
+    cancelled = [False]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= interval:
+            last[0] = now
+            cancelled[0] = write({"chars_done": done, "heartbeat_at": utcnow()})
+
+    try:
+        result = evaluate(tok, [text], progress=progress, should_stop=lambda: cancelled[0])
+    except EvaluationCancelled:
+        write({"status": JobStatus.CANCELLED.value, "finished_at": utcnow()})
+        return
+    except Exception as exc:  # noqa: BLE001 - recorded for the reader of the corpus page
+        error = f"evaluation failed: {type(exc).__name__}: {exc}"
+        write({"status": JobStatus.FAILED.value, "error": error, "finished_at": utcnow()})
+        return
+    write(
+        {
+            "status": JobStatus.SUCCEEDED.value,
+            "finished_at": utcnow(),
+            "chars_done": result.characters,
+            "byte_count": result.bytes,
+            "characters": result.characters,
+            "words": result.words,
+            "tokens": result.tokens,
+            "vocab_size": result.vocab_size,
+            "used": result.used,
+            "bytes_per_token": result.bytes_per_token,
+            "seconds": result.seconds,
+            "never_used": array("I", result.never_used).tobytes(),
+            "longest": json.dumps([list(pair) for pair in result.longest]),
+        }
+    )
+
+
+def _child_main(evaluation_id: int, database_url: str) -> None:
+    database = Database(database_url)
+    try:
+        run_evaluation(database, evaluation_id)
+    finally:
+        database.dispose()
+
+
+# ----- the runner --------------------------------------------------------------------------------
+class EvaluationRunner:
+    """One thread, one child process at a time; inline (tests) runs in the caller's thread."""
+
+    def __init__(self, database: Database, *, inline: bool, limits: Limits | None = None) -> None:
+        self.database = database
+        self.inline = inline
+        self.limits = limits or Limits()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._child: Any = None
+
+    def submit(self, *, tokenizer_id: int, corpus_id: int, owner_id: int | None = None) -> int:
+        evaluation_id = request_evaluation(
+            self.database,
+            tokenizer_id=tokenizer_id,
+            corpus_id=corpus_id,
+            owner_id=owner_id,
+            limits=self.limits,
+        )
+        if self.inline:
+            claimed = claim_next(self.database)
+            while claimed is not None:
+                run_evaluation(self.database, claimed)
+                claimed = claim_next(self.database)
+        self._wake.set()
+        return evaluation_id
+
+    def start(self) -> None:
+        if self.inline or self._thread is not None:
+            return
+        recover(self.database)
+        self._thread = threading.Thread(target=self._loop, name="bpe-evaluations", daemon=True)
+        self._thread.start()
+        atexit.register(self.stop)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        self._wake.set()
+        child = self._child
+        if child is not None and child.is_alive():
+            child.terminate()
+            child.join(2)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                evaluation_id = claim_next(self.database)
+                if evaluation_id is not None:
+                    self._run_child(evaluation_id)
+                    continue
+            except Exception:
+                log.exception("evaluation runner iteration failed; retrying")
+            self._wake.wait(1.0)
+            self._wake.clear()
+
+    def _run_child(self, evaluation_id: int) -> None:
+        child = _CONTEXT.Process(
+            target=_child_main,
+            args=(evaluation_id, self.database.url),
+            name=f"bpe-evaluate-{evaluation_id}",
+            daemon=True,
+        )
+        self._child = child
+        child.start()
+        while child.is_alive() and not self._stopping.is_set():
+            child.join(0.5)
+        if child.is_alive():
+            child.terminate()
+            child.join(2)
+        self._child = None
+        with self.database.session_scope() as session:
+            row = session.get(Evaluation, evaluation_id)
+            if row is not None and row.status == JobStatus.RUNNING.value:
+                row.status = JobStatus.INTERRUPTED.value
+                row.error = f"The evaluation process ended early (exit code {child.exitcode})."
+                row.finished_at = utcnow()
+
+
+def init_app(app: Flask, *, run_jobs: bool) -> EvaluationRunner:
+    runner = EvaluationRunner(
+        app.extensions["bpe_db"],
+        inline=app.config["JOBS_MODE"] in ("inline", "manual"),
+        # The training queue's limits, for a queue of its own.
+        limits=Limits(
+            per_owner=app.config["JOBS_PER_OWNER"],
+            max_queued=app.config["JOBS_MAX_RUNNING"] + app.config["JOBS_MAX_QUEUED"],
+        ),
+    )
+    app.extensions["bpe_evaluations"] = runner
+    if run_jobs:
+        runner.start()
+    return runner
