@@ -1,16 +1,16 @@
 """Evaluations have an owner: whoever asked for one may cancel it and sees it in the corpus
 page's table (issue 8's rules, as for training jobs). Rows made before have none.
 
-Revision ID: 0013_evaluation_owners
-Revises: 0012_owners
+Revision ID: 0014_evaluation_owners
+Revises: 0013_corpus_stats
 Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_evaluation_owners"
-down_revision = "0012_owners"
+revision = "0014_evaluation_owners"
+down_revision = "0013_corpus_stats"
 branch_labels = None
 depends_on = None
 
