@@ -195,10 +195,12 @@ def test_every_code_point_splits_alike_in_both_regex_engines(pattern):
 def test_the_probe_sees_a_split_difference():
     # The probe is only worth something if it notices characters split differently: letters
     # to `regex` that Python's tables call unassigned (assigned after Unicode 16 in part).
-    newer_letters = [
-        c
-        for c in range(0x110000)
-        if needs_pure_path(chr(c)) and regex.match(r"\p{L}", chr(c)) and not 0xD800 <= c < 0xE000
-    ]
-    assert newer_letters
-    assert split_differently(bpe.GPT4_PATTERN, newer_letters)
+    newer_letters = sorted(
+        ord(c)
+        for c in unknown_to_python()
+        if needs_pure_path(c) and regex.match(r"\p{L}", c) and not 0xD800 <= ord(c) < 0xE000
+    )
+    assert len(newer_letters) > 1000
+    # a spread of 64 of them is enough to show the probe works (all 26k took minutes)
+    sample = newer_letters[:: len(newer_letters) // 64]
+    assert split_differently(bpe.GPT4_PATTERN, sample)
