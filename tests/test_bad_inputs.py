@@ -266,6 +266,17 @@ def _body_rows(world) -> list[Row]:
     for url in (f"/t/{t}/encode", f"/t/{t}/share", f"/compare/{a}/{b}/encode"):
         rows.append(Row("POST", url, {400}, _form(b"text=a%FF")))
         rows.append(Row("POST", url, {413}, _form(b"text=" + b"a" * 60_000)))
+    # Evaluating pasted text: the form and the API (issue 11).
+    rows.append(Row("POST", f"/t/{t}/evaluate", {400}, _form(b"text=a%FF")))
+    rows.append(Row("POST", f"/t/{t}/evaluate", {400}, _form(b"text=")))
+    rows.append(Row("POST", f"/t/{t}/evaluate", {413}, _form(b"text=" + b"a" * 1_100_000)))
+    for body in (SURROGATE_JSON, DEEP_JSON, NOT_UTF8_JSON, b'{"text": 5}', b"[]", b"", b"{}"):
+        rows.append(
+            Row("POST", f"/api/t/{t}/evaluate", {400}, _json(body), says=says.get(body, ""))
+        )
+    huge = json.dumps({"text": "x" * 1_100_000}).encode()
+    rows.append(Row("POST", f"/api/t/{t}/evaluate", {413}, _json(huge), says="at most 1 MB"))
+    rows.append(Row("POST", f"/api/t/{t}/evaluate", {400}, {"data": '{"text": "a"}'}))
     job = world["job_id"]
     for big in BIG:
         rows.append(Row("POST", f"/c/{corpus}/jobs/{big}/cancel", {404}))

@@ -60,7 +60,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     template_filters.init_app(app)
     imports.init_app(app)
 
-    from webapp.views import api, compare, corpora, home, manage, owner, tokenizers
+    from webapp.views import api, compare, corpora, home, manage, owner, text_evaluation, tokenizers
     from webapp.views import evaluations as evaluation_views
     from webapp.views import imports as import_views
     from webapp.views import jobs as job_views
@@ -74,6 +74,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         api,
         import_views,
         evaluation_views,
+        text_evaluation,
         manage,
         owner,
     ):

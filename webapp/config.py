@@ -113,6 +113,12 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         int,
         "Largest text the playground, comparison and encode API take, in bytes (default 50000).",
     ),
+    "BPE_EVALUATE_MAX_BYTES": (
+        "EVALUATE_MAX_BYTES",
+        int,
+        "Largest pasted text a tokeniser page evaluates in the request, in bytes (default"
+        " 1000000); more answers 413 (upload it as a corpus and evaluate that instead).",
+    ),
     "BPE_AUTO_MIGRATE": (
         "AUTO_MIGRATE",
         lambda v: v.strip().lower() not in ("0", "false", "no", "off", ""),
@@ -154,6 +160,8 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_SWEEP_INTERVAL": 5.0,
         "AUTO_MIGRATE": True,
         "PLAYGROUND_MAX_BYTES": 50_000,
+        # Pasted text evaluated in the request: ~1 s of encoding on this machine, bounded memory.
+        "EVALUATE_MAX_BYTES": 1_000_000,
         "SQLITE_BUSY_TIMEOUT": 30.0,
     }
 

@@ -13,6 +13,12 @@ import bpe
 from webapp.errors import UserError
 from webapp.models import Tokenizer
 
+DOWNLOADS = {
+    "json": "the project's own JSON (every mode, round-trips exactly)",
+    "hf": "Hugging Face tokenizer.json (naive and chunked modes)",
+    "tiktoken": "tiktoken rank file + settings, zipped (naive and chunked modes)",
+}
+
 
 def export_file(
     tok: bpe.Tokenizer, row: Tokenizer, fmt: str, what: str

@@ -10,8 +10,6 @@ The task and the runner that executes it live with the other jobs, in
 from __future__ import annotations
 
 import json
-import logging
-import multiprocessing
 from array import array
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,13 +18,13 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, joinedload
 
+from bpe.evaluate import Evaluation as BpeEvaluation
 from webapp.db import Database
 from webapp.errors import UserError
 from webapp.models import ACTIVE_STATUSES, Corpus, Evaluation, JobStatus, Tokenizer, utcnow
+from webapp.token_display import token_infos, token_view
 
-log = logging.getLogger(__name__)
 STALE_AFTER = timedelta(seconds=30)
-_CONTEXT = multiprocessing.get_context("spawn")
 SORTS = {  # query value -> (label, key on an EvaluationView); the best first
     "bpt": ("bytes/token", lambda v: -(v.row.bytes_per_token or 0)),
     "cpt": ("chars/token", lambda v: -(v.chars_per_token or 0)),
@@ -286,3 +284,68 @@ def candidates(session: Session, *, owner_id: int | None = None) -> list[Tokeniz
             .limit(200)
         )
     )
+
+
+# ----- figures, wherever they were measured -------------------------------------------------------
+def figures_of(row: Evaluation) -> BpeEvaluation | None:
+    """A finished evaluation's figures as `bpe.evaluate` returns them; None until then."""
+    if row.tokens is None:
+        return None
+    return BpeEvaluation(
+        bytes=row.byte_count or 0,
+        characters=row.characters or 0,
+        words=row.words or 0,
+        tokens=row.tokens,
+        vocab_size=row.vocab_size or 0,
+        used=row.used or 0,
+        never_used=never_used_ids(row),
+        longest=longest_pairs(row),
+        seconds=row.seconds or 0.0,
+    )
+
+
+FIGURE_KEYS = (
+    "bytes",
+    "characters",
+    "words",
+    "tokens",
+    "bytes_per_token",
+    "chars_per_token",
+    "tokens_per_word",
+    "vocab_size",
+    "used",
+    "vocab_share",
+    "never_used",
+    "longest",
+    "seconds",
+)
+
+
+def figures_json(figures: BpeEvaluation | None) -> dict[str, Any]:
+    """The figures as the JSON API gives them (nulls, and empty lists, until measured)."""
+    if figures is None:
+        return {k: [] if k in ("never_used", "longest") else None for k in FIGURE_KEYS}
+    data = figures.to_dict()
+    return {k: data[k] for k in FIGURE_KEYS}
+
+
+NEVER_USED_SHOWN = 500
+
+
+def token_lists(tok, figures: BpeEvaluation | None) -> dict[str, Any]:
+    """The longest tokens used (with counts) and the first NEVER_USED_SHOWN never-used ones, as
+    chips; what an evaluation's page lists under its figures."""
+    if figures is None:
+        return {"longest": [], "never_views": [], "never_total": 0}
+    longest_ids = [i for i, _ in figures.longest]
+    return {
+        "longest": [
+            (token_view(info, whitespace=True), count)
+            for info, (_, count) in zip(token_infos(tok, longest_ids), figures.longest, strict=True)
+        ],
+        "never_views": [
+            token_view(info, whitespace=True)
+            for info in token_infos(tok, figures.never_used[:NEVER_USED_SHOWN])
+        ],
+        "never_total": len(figures.never_used),
+    }

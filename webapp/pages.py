@@ -1,13 +1,14 @@
 """Lookups and pages that several blueprints use: a corpus or job by its URL (or the 404),
 the home page and the corpus page, which are also re-rendered with a refusal's message, who
-may train on a corpus, and a corpus as JSON."""
+may train on a corpus, a corpus as JSON, and what every tokeniser page's header needs."""
 
 from __future__ import annotations
 
 from flask import abort, render_template, request
 
 import bpe
-from webapp import db, evaluations, listings, owners
+from webapp import browse, db, evaluations, imports, listings, owners
+from webapp.downloads import DOWNLOADS
 from webapp.jobs.settings import JobSettings, smallest_vocab
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.models import Corpus, TrainingJob
@@ -140,3 +141,24 @@ def render_corpus(
         form=form or {},
     )
     return html, status
+
+
+def tokenizer_context(slug: str) -> dict:
+    """What the header and tabs of every tokeniser page need (templates/tokenizers/layout.html);
+    a missing or deleted tokeniser is the 404."""
+    session = db.session()
+    row = browse.get_tokenizer(session, slug)
+    corpus = browse.corpus_of(session, row)
+    return {
+        "row": row,
+        "corpus": corpus,
+        # The corpus's link only for its owner: a tokeniser link does not give its corpus away.
+        "corpus_link": owners.owns(corpus),
+        "is_owner": owners.owns(row),
+        "specials": browse.special_tokens(row),
+        "compare_choices": listings.compare_choices(
+            session, row, owner_id=owners.current_owner_id()
+        ),
+        "references": imports.references(session),
+        "downloads": DOWNLOADS,
+    }

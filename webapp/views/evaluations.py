@@ -29,10 +29,8 @@ from webapp import browse, db, evaluations, owners
 from webapp.convert import load_tokenizer
 from webapp.jobs.evaluation_runner import EvaluationRunner
 from webapp.pages import get_corpus_or_404, require_training_allowed
-from webapp.token_display import token_infos, token_view
 
 bp = Blueprint("evaluations", __name__)
-NEVER_USED_SHOWN = 500
 
 
 def runner() -> EvaluationRunner:
@@ -77,48 +75,26 @@ def _evaluation_or_404(slug: str, evaluation_id: int, *, to_change: bool = False
 @bp.get("/c/<slug>/evaluations/<int:evaluation_id>")
 def show(slug: str, evaluation_id: int):
     corpus, row = _evaluation_or_404(slug, evaluation_id)
-    session = db.session()
-    tok = load_tokenizer(session, row.tokenizer)
-    never = evaluations.never_used_ids(row)
-    longest = evaluations.longest_pairs(row)
-    shown = never[:NEVER_USED_SHOWN]
-    view = evaluations.EvaluationView(row, row.tokenizer, evaluations.status_of(row))
+    figures = evaluations.figures_of(row)
+    tok = load_tokenizer(db.session(), row.tokenizer)
     return render_template(
         "corpora/evaluation.html",
         corpus=corpus,
-        ev=view,
-        never_total=len(never),
-        never_views=[token_view(i, whitespace=True) for i in token_infos(tok, shown)],
-        longest=[
-            (token_view(info, whitespace=True), count)
-            for info, (_, count) in zip(
-                token_infos(tok, [i for i, _ in longest]), longest, strict=True
-            )
-        ],
+        ev=evaluations.EvaluationView(row, row.tokenizer, evaluations.status_of(row)),
+        figures=figures,
+        **evaluations.token_lists(tok, figures),
     )
 
 
 @bp.get("/c/<slug>/evaluations/<int:evaluation_id>.json")
 def show_json(slug: str, evaluation_id: int):
     corpus, row = _evaluation_or_404(slug, evaluation_id)
-    view = evaluations.EvaluationView(row, row.tokenizer, evaluations.status_of(row))
+    status = evaluations.status_of(row)
     return jsonify(
         tokenizer=row.tokenizer.slug,
         corpus=corpus.slug,
-        status=view.status.value,
-        bytes=row.byte_count,
-        characters=row.characters,
-        words=row.words,
-        tokens=row.tokens,
-        bytes_per_token=row.bytes_per_token,
-        chars_per_token=view.chars_per_token,
-        tokens_per_word=view.tokens_per_word,
-        vocab_size=row.vocab_size,
-        used=row.used,
-        vocab_share=view.vocab_share,
-        never_used=evaluations.never_used_ids(row),
-        longest=evaluations.longest_pairs(row),
-        seconds=row.seconds,
+        status=status.value,
+        **evaluations.figures_json(evaluations.figures_of(row)),
         error=row.error,
     )
 

@@ -20,11 +20,11 @@ from flask import (
 
 import bpe
 from bpe.token_info import CATEGORIES, merge_tree, token_category
-from webapp import browse, db, imports, listings, owners
+from webapp import browse, db, owners
 from webapp.chips import encoded_chips
 from webapp.convert import load_tokenizer
 from webapp.describer import Describer, describer_for
-from webapp.downloads import export_file
+from webapp.downloads import DOWNLOADS, export_file
 from webapp.errors import UserError
 from webapp.htmx import (
     is_fragment_request,
@@ -34,6 +34,7 @@ from webapp.htmx import (
     page_or_fragment,
     refuse_in_place,
 )
+from webapp.pages import tokenizer_context
 from webapp.playground import (
     Display,
     check_playground_text,
@@ -48,11 +49,6 @@ from webapp.token_display import counts, token_infos, token_view
 
 bp = Blueprint("tokenizers", __name__, url_prefix="/t")
 
-DOWNLOADS = {
-    "json": "the project's own JSON (every mode, round-trips exactly)",
-    "hf": "Hugging Face tokenizer.json (naive and chunked modes)",
-    "tiktoken": "tiktoken rank file + settings, zipped (naive and chunked modes)",
-}
 TREE_DEPTH_LIMIT = 10  # deeper parts of a merge tree are links to the part's own page
 
 
@@ -64,42 +60,23 @@ def _limits() -> dict:
 bp.register_error_handler(UserError, refuse_in_place)
 
 
-def _tokenizer_context(slug: str) -> dict:
-    session = db.session()
-    row = browse.get_tokenizer(session, slug)
-    corpus = browse.corpus_of(session, row)
-    return {
-        "row": row,
-        "corpus": corpus,
-        # The corpus's link only for its owner: a tokeniser link does not give its corpus away.
-        "corpus_link": owners.owns(corpus),
-        "is_owner": owners.owns(row),
-        "specials": browse.special_tokens(row),
-        "compare_choices": listings.compare_choices(
-            session, row, owner_id=owners.current_owner_id()
-        ),
-        "references": imports.references(session),
-        "downloads": DOWNLOADS,
-    }
-
-
 # ----- playground (the tokeniser's landing page) -------------------------------------------------
 @bp.get("/<slug>")
 def show(slug: str):
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     return _playground(context, request.args, Display.from_args(request.args))
 
 
 @bp.route("/<slug>/encode", methods=["GET", "POST"])
 def encode(slug: str):
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     values = request.form if request.method == "POST" else request.args
     return _playground(context, values, Display.from_args(values))
 
 
 @bp.post("/<slug>/share")
 def share(slug: str):
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     display = Display.from_args(request.form)
     text = request.form.get("text", "")
     check_playground_text(text)
@@ -116,7 +93,7 @@ def share(slug: str):
 
 @bp.get("/<slug>/s/<share_slug>")
 def shared(slug: str, share_slug: str):
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     found = load_share(db.session(), tokenizer_id=context["row"].id, slug=share_slug)
     if found is None:
         raise UserError("There is no shared playground at this address.", status=404)
@@ -175,7 +152,7 @@ def _playground(
 @bp.route("/<slug>/why", methods=["GET", "POST"])
 def why(slug: str):
     """ "Why this split?": the replay of one token's chunk (htmx: only the panel)."""
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     values = request.form if request.method == "POST" else request.args
     return _playground(context, values, Display.from_args(values), why=True)
 
@@ -183,7 +160,7 @@ def why(slug: str):
 # ----- merges -----------------------------------------------------------------------------------
 @bp.get("/<slug>/merges")
 def merges(slug: str):
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     query = browse.MergeQuery.from_args(request.args)
     display = list_display(request.args)
     if noisy_query(request.args) and not is_fragment_request():
@@ -222,7 +199,7 @@ def _merge_views(describer: Describer, rows, display: Display) -> list[dict]:
 # ----- vocabulary ---------------------------------------------------------------------------------
 @bp.get("/<slug>/vocab")
 def vocab(slug: str):
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     # A reader comes for what was learned; the base bytes and specials are one choice away.
     query = browse.VocabQuery.from_args(request.args, default_kind="learned")
     display = list_display(request.args)
@@ -262,7 +239,7 @@ def vocab(slug: str):
 # ----- one token ----------------------------------------------------------------------------------
 @bp.get("/<slug>/token/<token_id>")
 def token(slug: str, token_id: str):
-    context = _tokenizer_context(slug)
+    context = tokenizer_context(slug)
     row = context["row"]
     try:
         number = int(token_id)
