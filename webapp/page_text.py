@@ -48,4 +48,11 @@ def form_value_html(text: str) -> str:
     """
     if text.isascii() and text.isprintable():
         return escape_html(text)
-    return "".join(f"&#x{ord(c):X};" if needs_escape(c) else escape_html(c) for c in text)
+    # Each distinct character is looked at once (50 KB of text holds a few thousand at most),
+    # then str.translate writes the whole text.
+    table: dict[int, str] = {}
+    for char in set(text):
+        written = f"&#x{ord(char):X};" if needs_escape(char) else escape_html(char)
+        if written != char:
+            table[ord(char)] = written
+    return text.translate(table)
