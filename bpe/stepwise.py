@@ -115,6 +115,12 @@ def encode_chunks(
     return out
 
 
+# The last cut-back asked for, per tokeniser: typing with the scrubber still reuses its parts.
+_last_unmerger: weakref.WeakKeyDictionary[
+    Tokenizer, tuple[int, Callable[[list[int]], list[int]]]
+] = weakref.WeakKeyDictionary()
+
+
 def _unmerger(tok: Tokenizer, merge_limit: int) -> Callable[[list[int]], list[int]]:
     """ids -> the same text encoded with only the first `merge_limit` merges, from its full
     encoding: every token made by merge k or later is split back into its two parts, until
@@ -124,6 +130,9 @@ def _unmerger(tok: Tokenizer, merge_limit: int) -> Callable[[list[int]], list[in
     a pair it makes ranks later), so the state after the steps of rank < k is the encoding with
     k merges, and the later steps only join its tokens, each by its own merge.
     """
+    last = _last_unmerger.get(tok)
+    if last is not None and last[0] == merge_limit:
+        return last[1]
     merges = tok.merges
     rank_of = tok.merge_rank
     parts_of: dict[int, list[int]] = {}  # token -> its tokens under the first k merges
@@ -145,9 +154,17 @@ def _unmerger(tok: Tokenizer, merge_limit: int) -> Callable[[list[int]], list[in
             parts_of[token_id] = found
         return found
 
+    # Our own tokenisers number merge r's token base + r, specials after the last merge, so
+    # the ids to split back are one range.
+    own = tok.tokens is None
+    low, high = tok.base_size + merge_limit, tok.base_size + len(merges)
+
     def cut_back(ids: list[int]) -> list[int]:
         out: list[int] = []
         for token_id in ids:
+            if own and not low <= token_id < high:
+                out.append(token_id)
+                continue
             rank = rank_of(token_id)
             if rank is None or rank < merge_limit:
                 out.append(token_id)
@@ -155,6 +172,7 @@ def _unmerger(tok: Tokenizer, merge_limit: int) -> Callable[[list[int]], list[in
                 out.extend(parts(token_id))
         return out
 
+    _last_unmerger[tok] = (merge_limit, cut_back)
     return cut_back
 
 
