@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -355,3 +355,132 @@ def _merge_positions(
             out.append(ids[i])
             i += 1
     return positions, out
+
+
+# ----- imported tokenisers, step by step ---------------------------------------------------------
+def imported_pieces(
+    tok: Tokenizer,
+    text: str,
+    *,
+    allowed_special: Literal["all"] | Iterable[str] = (),
+    merge_limit: int | None = None,
+) -> Iterator[tuple[str, list[int], bool]]:
+    """(piece, its ids, is a special token) in order, for an imported tokeniser: the pieces its
+    own pre-tokenisation makes, as the model sees them (HF's prefix space included), each with
+    its share of `tok.encode(text, merge_limit=...)` (no token crosses a piece)."""
+    for start, end, special_id in _special_pieces(tok, text, allowed_special):
+        if special_id is not None:
+            yield text[start:end], [special_id], True
+            continue
+        stretch = text[start:end]
+        ids = tok.encode(stretch, merge_limit=merge_limit)
+        at = 0
+        for piece in tok.pieces(stretch):
+            size = len(piece.encode("utf-8", errors="surrogatepass"))
+            first = at
+            while size > 0 and at < len(ids):
+                size -= len(tok.token_bytes(ids[at]))
+                at += 1
+            yield piece, ids[first:at], False
+
+
+def piece_symbols(tok: Tokenizer, piece: str) -> list[int]:
+    """The ids an imported tokeniser's piece starts as: one per byte, with the file's byte ids."""
+    byte_ids = tok.byte_ids
+    return [byte_ids[b] for b in piece.encode("utf-8", errors="surrogatepass")]
+
+
+def whole_piece_token(tok: Tokenizer, piece: bytes, merge_limit: int | None = None) -> int | None:
+    """The token an imported tokeniser takes a whole piece as, before any join (None if not):
+    tiktoken always looks the piece up first (with the first k merges, only tokens ranked below
+    merge k's token count), HF only with `ignore_merges` and all merges, as `Tokenizer.encode`."""
+    limited = merge_limit is not None and merge_limit < len(tok.merges)
+    token = tok.mergeable_ranks.get(piece)
+    if token is None:
+        return None
+    if tok.rule == "tiktoken":
+        return token if not limited or token < tok.merges[max(merge_limit or 0, 0)][2] else None
+    return token if tok.ignore_merges and not limited else None
+
+
+def replay_joins(
+    tok: Tokenizer,
+    symbols: list[int],
+    *,
+    merge_limit: int | None = None,
+    max_steps: int | None = None,
+) -> list[Step]:
+    """An imported tokeniser's loop on one piece, step by step, by its own rule: each step joins
+    the lowest-ranked adjacent pair present, at its leftmost place only (one join a step, as
+    both tiktoken and `tokenizers` do). tiktoken ranks a pair by the rank of its joined bytes
+    (with the first k merges, only below merge k's token); HF by the pair's place in the file's
+    merge list (its first k). `present` lists each pair with the id it makes, lowest first.
+    The whole-piece lookup (`whole_piece_token`) comes before this, not in it."""
+    count = len(tok.merges)
+    limit = count if merge_limit is None else max(0, min(merge_limit, count))
+    if tok.rule == "tiktoken":
+        ranks = tok.mergeable_ranks
+        bound = tok.merges[limit][2] if limit < count else None
+        bytes_of = tok.token_bytes
+
+        def join(pair: tuple[int, int]) -> tuple[int, int] | None:
+            token = ranks.get(bytes_of(pair[0]) + bytes_of(pair[1]))
+            if token is None or (bound is not None and token >= bound):
+                return None
+            return token, token  # (rank, new id): in tiktoken files the id is the rank
+    else:
+        merges = _hf_merge_map(tok, limit)
+
+        def join(pair: tuple[int, int]) -> tuple[int, int] | None:
+            return merges.get(pair)
+
+    steps: list[Step] = []
+    ids = list(symbols)
+    while len(ids) >= 2 and (max_steps is None or len(steps) < max_steps):
+        present: dict[tuple[int, int], tuple[int, int]] = {}
+        best: tuple[int, int, tuple[int, int], int] | None = None  # (rank, place, pair, new)
+        for place, pair in enumerate(itertools.pairwise(ids)):
+            found = present.get(pair) or join(pair)
+            if found is None:
+                continue
+            present[pair] = found
+            if best is None or found[0] < best[0]:
+                best = (found[0], place, pair, found[1])
+        if best is None:
+            break
+        _, place, pair, new_id = best
+        after = [*ids[:place], new_id, *ids[place + 2 :]]
+        steps.append(
+            Step(
+                before=ids,
+                present=[(p, new) for p, (_, new) in sorted(present.items(), key=_by_rank)],
+                applied=pair,
+                new_id=new_id,
+                positions=[place],
+                after=after,
+            )
+        )
+        ids = after
+    return steps
+
+
+def _by_rank(item: tuple[tuple[int, int], tuple[int, int]]) -> int:
+    return item[1][0]
+
+
+_hf_maps: weakref.WeakKeyDictionary[
+    Tokenizer, tuple[int, dict[tuple[int, int], tuple[int, int]]]
+] = weakref.WeakKeyDictionary()
+
+
+def _hf_merge_map(tok: Tokenizer, limit: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """(left, right) -> (rank, new id) of the first `limit` merges, built as `tokenizers` builds
+    its map (a pair listed twice keeps its later rank); the last one asked for is kept."""
+    last = _hf_maps.get(tok)
+    if last is not None and last[0] == limit:
+        return last[1]
+    table = {
+        (left, right): (rank, new) for rank, (left, right, new) in enumerate(tok.merges[:limit])
+    }
+    _hf_maps[tok] = (limit, table)
+    return table

@@ -201,3 +201,32 @@ def test_the_playground_offers_why_without_javascript(client, stored):
     html = client.get(f"/t/{stored['chunked'].slug}?text=quam").text
     assert 'name="token"' in html and f'formaction="/t/{stored["chunked"].slug}/why#why"' in html
     assert f'data-why-url="/t/{stored["chunked"].slug}/why"' in html
+
+
+@pytest.mark.parametrize("kind", ["tiktoken", "hf"])
+def test_imported_tokenisers_replay_by_their_own_rule(app, client, kind):
+    """A tiktoken rank file replays by its rank rule, a tokenizer.json by its merge list: the
+    panel says which, joins one place a step, and ends in the playground's own tokens."""
+    from bpe.export_hf import to_hf_json
+    from bpe.export_tiktoken import rank_file_text
+    from webapp.imports import import_upload
+
+    ours = bpe.train(LOREM, vocab_size=300, mode="chunked")
+    if kind == "tiktoken":
+        raw, filename = rank_file_text(ours).encode(), "lorem.tiktoken"
+        row = import_upload(app.extensions["bpe_db"], raw, filename=filename, pattern="cl100k")
+    else:
+        raw, filename = to_hf_json(ours).encode(), "tokenizer.json"
+        row = import_upload(app.extensions["bpe_db"], raw, filename=filename)
+    text = "Quisquam quaerat numquam."
+    response = client.post(f"/t/{row.slug}/why", data={"text": text, "token": "1"}, headers=HX)
+    assert response.status_code == 200, response.text[:300]
+    html = response.text
+    said = "tiktoken's rule" if kind == "tiktoken" else "by its merge list"
+    assert said in html and "at its leftmost place" in html
+    assert "exactly the tokens the playground shows here" in html
+    scrubbed = client.post(
+        f"/t/{row.slug}/why", data={"text": text, "token": "1", "k": "10"}, headers=HX
+    )
+    assert scrubbed.status_code == 200 and "with the first 10 merges" in scrubbed.text
+    assert "exactly the tokens the playground shows here" in scrubbed.text

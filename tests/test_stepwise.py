@@ -3,6 +3,7 @@ replay of one chunk (the library half of the merge scrubber and "why this split?
 
 from __future__ import annotations
 
+import base64
 import itertools
 
 import pytest
@@ -189,3 +190,108 @@ def test_imported_tokenisers_with_shuffled_ids_segment_by_their_own_rule():
         if k:
             before = len(tok.encode(text, merge_limit=k - 1))
             assert cut.removed == before - len(cut.segmentation.ids)
+
+
+# ----- "why this split?" for imported tokenisers ------------------------------------------------
+def _imported_tokenisers() -> dict[str, bpe.Tokenizer]:
+    """A tiktoken rank file and two HF files (shuffled merges and ids; ignore_merges and a
+    prefix space) made from our own export, so each encodes by its source's rule."""
+    import json
+    import random
+
+    from bpe.export_hf import to_hf_json
+    from bpe.export_tiktoken import rank_file_text
+    from bpe.importers import import_bytes
+    from tests.test_imports import synthetic
+
+    ours = trained("chunked", 330)
+    made = {
+        "tiktoken": import_bytes(
+            rank_file_text(ours).encode(), filename="ours.tiktoken", pattern="cl100k"
+        )
+    }
+    base = json.loads(to_hf_json(ours))
+    for name, seed, shuffled, ignore, prefix in (
+        ("hf", 3, True, False, False),
+        ("hf-ignore", 4, False, True, True),
+    ):
+        options = {
+            "shuffle_merges": shuffled,
+            "string_merges": False,
+            "ignore_merges": ignore,
+            "prefix": prefix,
+            "use_regex": True,
+            "split": None,
+        }
+        data = synthetic(base, random.Random(seed), options)
+        made[name] = import_bytes(json.dumps(data).encode(), filename="tokenizer.json")
+    return made
+
+
+_IMPORTED = _imported_tokenisers()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(sorted(_IMPORTED)),
+    st.text(alphabet="abcqu thre.東😀\n", max_size=90),
+    st.sampled_from([None, 0, 5, 40]),
+    st.data(),
+)
+def test_imported_replays_end_in_the_tokens_the_page_shows(name, text, k, data):
+    """Any token of any text: the replay of its piece, by the file's own rule, ends in exactly
+    the ids the playground shows there (the whole piece's ids when it is not windowed)."""
+    from webapp.replay_views import _window_in_page
+    from webapp.segmentation import replay_token
+
+    tok = _IMPORTED[name]
+    ids = tok.encode(text, merge_limit=k)
+    if not ids:
+        assert replay_token(tok, text, 0, merge_limit=k) is None
+        return
+    at = data.draw(st.integers(min_value=0, max_value=len(ids) - 1))
+    replayed = replay_token(tok, text, at, merge_limit=k)
+    assert replayed is not None and replayed.rule == tok.rule
+    assert _window_in_page(replayed, ids) is not None
+    if not replayed.windowed:  # the whole piece, as the model sees it (a prefix space too)
+        shown = b"".join(tok.token_bytes(i) for i in replayed.result)
+        assert shown == replayed.chunk_text.encode()
+    if not replayed.whole:
+        for step in replayed.steps:  # one join a step, by the lowest rank present
+            assert len(step.positions) == 1 and step.present[0] == (step.applied, step.new_id)
+
+
+def test_a_tiktoken_replay_joins_what_seed_002_would_not():
+    """Ranks `b c bc ab abc`: tiktoken joins a|bc (seed 002's learned pairs never do), and
+    the replay shows that join; `xxx` joins its leftmost pair; `abc` alone is taken whole."""
+    from bpe.importers import import_bytes
+    from webapp.segmentation import replay_token
+
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks.update({b"bc": 256, b"ab": 257, b"abc": 258, b"abca": 259, b"xx": 260})
+    raw = "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in ranks.items()).encode()
+    tok = import_bytes(raw, filename="tiny.tiktoken", pattern="gpt2")
+    assert tok.encode("abcab") == [258, 257]
+    replayed = replay_token(tok, "abcab", 0)
+    # bc (256) first; then ab (257) at its one place left; then a + bc joins into abc (258)
+    applied = [(s.applied, s.new_id, s.positions) for s in replayed.steps]
+    assert applied == [((98, 99), 256, [1]), ((97, 98), 257, [2]), ((97, 256), 258, [0])]
+    assert replayed.result == [258, 257] and not replayed.whole
+    ties = replay_token(tok, "xxx", 0)  # the leftmost of equal ranks joins first
+    assert [s.positions for s in ties.steps] == [[0]] and ties.result == [260, 120]
+    alone = replay_token(tok, "abc", 0)
+    assert alone.whole and alone.steps == [] and alone.result == [258]
+
+
+def test_replaying_the_real_cl100k_ends_in_tiktokens_ids():
+    from bpe.importers import import_path
+    from tests.reference_files import reference_dir
+    from webapp.segmentation import replay_token
+
+    tok = import_path(reference_dir() / "cl100k_base.tiktoken")
+    text = "Tokenisers, indivisibly: 東京タワー; 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 and  spaces\n"
+    ids = tok.encode(text)
+    for at in range(len(ids)):
+        replayed = replay_token(tok, text, at)
+        if not replayed.windowed:
+            assert replayed.result == tok.encode(replayed.chunk_text)

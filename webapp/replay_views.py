@@ -11,7 +11,7 @@ import bpe
 from webapp.chips import NO_MARK, Chip, Mark, encoded_chips
 from webapp.errors import UserError
 from webapp.segmentation import REPLAY_MAX_BYTES, REPLAY_MAX_PAIRS, Replay
-from webapp.token_display import TokenView, token_infos, token_view
+from webapp.token_display import TokenInfo, TokenView, token_infos, token_view
 
 
 def scrub_arg(values: Mapping[str, str], name: str) -> int | None:
@@ -93,7 +93,7 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
                 {
                     "left": token_view(parts[0], invalid="hex", whitespace=True, colour=0),
                     "right": token_view(parts[1], invalid="hex", whitespace=True, colour=1),
-                    "rank": merged.rank,
+                    "rank": _rule_rank(tok, merged),
                     "new_id": new_id,
                     "applied": (left, right) == step.applied,
                 }
@@ -106,7 +106,7 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
                 "pairs": pairs,
                 "more_pairs": len(step.present) - len(pairs),
                 "applied": token_view(merged, invalid="hex", whitespace=True, colour=2),
-                "rank": merged.rank,
+                "rank": _rule_rank(tok, merged),
                 "times": len(step.positions),
                 "after": _chips(tok, step.after, made),
             }
@@ -121,10 +121,18 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
         "token_number": replay.token_index + 1,
         "max_bytes": REPLAY_MAX_BYTES,
         "mode": tok.mode,
+        "rule": replay.rule,
+        "whole": replay.whole,
         "special": replay.symbols == replay.result
         and len(replay.result) == 1
         and replay.result[0] in tok.special_tokens.values(),
     }
+
+
+def _rule_rank(tok: bpe.Tokenizer, made: TokenInfo) -> int | None:
+    """The rank a replay step goes by: the merge's rank (seed 002 and HF's merge list), or for
+    tiktoken the joined token's own rank, which in its files is the token's id."""
+    return made.token_id if tok.rule == "tiktoken" else made.rank
 
 
 def _window_in_page(replay: Replay, page_ids: Sequence[int]) -> tuple[int, int] | None:

@@ -18,7 +18,17 @@ from itertools import accumulate, pairwise
 
 import bpe
 from bpe.model import UNKNOWN
-from bpe.stepwise import Chunk, Step, base_symbols, encode_chunks, first_merges, replay
+from bpe.stepwise import (
+    Chunk,
+    Step,
+    base_symbols,
+    encode_chunks,
+    first_merges,
+    imported_pieces,
+    replay,
+    replay_joins,
+    whole_piece_token,
+)
 
 REPLAY_MAX_BYTES = 64  # a longer chunk is replayed as the window of its tokens around the click
 REPLAY_MAX_STEPS = 200  # a single token longer than that has at most this many steps shown
@@ -218,6 +228,8 @@ class Replay:
     windowed: bool  # only part of a long chunk is replayed
     cut_steps: bool  # the steps were capped at REPLAY_MAX_STEPS
     token_index: int  # the clicked token's index in the whole text's encoding
+    rule: str = "merges"  # whose rule is replayed: seed 002's, tiktoken's or HF's
+    whole: bool = False  # the piece is itself a token, taken at once before any join
 
 
 def replay_token(
@@ -234,6 +246,10 @@ def replay_token(
     clicked one. That window encodes on its own to exactly the same tokens: no merge of the
     chunk's encoding crossed a final token's edge, and seed 002's rule only looks at pairs.
     """
+    if tok.rule != "merges":
+        return _replay_imported(
+            tok, text, token_index, allowed_special=allowed_special, merge_limit=merge_limit
+        )
     seg = segment(tok, text, allowed_special=allowed_special, merge_limit=merge_limit)
     if not 0 <= token_index < len(seg.ids):
         return None
@@ -253,6 +269,59 @@ def replay_token(
     result = steps[-1].after if steps else symbols
     cut = len(steps) == REPLAY_MAX_STEPS and result != seg.ids[lo:hi]
     return Replay(window_text, chunk_text, symbols, steps, result, windowed, cut, token_index)
+
+
+def _replay_imported(
+    tok: bpe.Tokenizer,
+    text: str,
+    token_index: int,
+    *,
+    allowed_special: str | Sequence[str],
+    merge_limit: int | None,
+) -> Replay | None:
+    """The replay for an imported tokeniser, by its own rule (tiktoken's or HF's), of the piece
+    holding the token; a long piece as the window of its tokens around it, which joins on its
+    own exactly as in the piece (no join crossed a final token's edge, and both rules pick
+    among the pairs inside it in the same order), without the whole-piece lookup."""
+    if token_index < 0:
+        return None
+    first = 0
+    for piece, ids, special in imported_pieces(
+        tok, text, allowed_special=allowed_special, merge_limit=merge_limit
+    ):
+        if token_index >= first + len(ids):
+            first += len(ids)
+            continue
+        if special:
+            return Replay(piece, piece, ids, [], ids, False, False, token_index, rule=tok.rule)
+        ends = list(accumulate((len(tok.token_bytes(i)) for i in ids), initial=0))
+        local = Segmentation([], ids, list(pairwise(ends)), [])
+        lo, hi = _window(local, 0, len(ids), token_index - first)
+        windowed = (lo, hi) != (0, len(ids))
+        data = piece.encode("utf-8", errors="surrogatepass")[ends[lo] : ends[hi]]
+        window_text = data.decode("utf-8", errors="replace")
+        symbols = [tok.byte_ids[b] for b in data]
+        whole = None if windowed else whole_piece_token(tok, data, merge_limit)
+        if whole is not None:
+            steps: list[Step] = []
+            result = [whole]
+        else:
+            steps = replay_joins(tok, symbols, merge_limit=merge_limit, max_steps=REPLAY_MAX_STEPS)
+            result = steps[-1].after if steps else symbols
+        cut = len(steps) == REPLAY_MAX_STEPS and result != ids[lo:hi]
+        return Replay(
+            window_text,
+            piece,
+            symbols,
+            steps,
+            result,
+            windowed,
+            cut,
+            token_index,
+            rule=tok.rule,
+            whole=whole is not None,
+        )
+    return None
 
 
 def _window_symbols(tok: bpe.Tokenizer, window_text: str, *, ends_word: bool) -> list[int]:

@@ -118,13 +118,6 @@ def _playground(
     chips = encoded_chips(tok, ids, invalid=display.invalid, whitespace=display.whitespace)
     replayed = None
     if why:
-        if tok.rule != "merges":
-            raise UserError(
-                "“Why this split?” replays seed 002's rule, which the tokenisers trained here"
-                f" follow; this imported tokeniser encodes by its own ({tok.rule}) rule, which"
-                " has no replay yet.",
-                status=422,
-            )
         at = why_token_index(values, chips)
         replayed = replay_token(tok, text, at, allowed_special=specials, merge_limit=k)
         if replayed is None:
