@@ -6,7 +6,7 @@ import doctest
 import unicodedata
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import bpe
@@ -223,3 +223,27 @@ def test_valid_text_shows_every_printable_character_as_itself(text: str) -> None
     kept = "".join(c for c in text if not needs_escape(c))
     assert shown == kept
     assert all(unicodedata.category(c) not in ("Cc", "Cf") or c in "\t\n" for c in shown)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(" \t\n\u3164\u034f\u202e\xa0") | st.characters(),
+        max_size=12,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+@example("\u3164", False, False)  # printable, yet drawn as nothing
+@example("a b", True, False)
+@example("\u0301e", False, False)  # a leading combining mark
+def test_plain_text_takes_a_shortcut_to_the_same_pieces(text, whitespace, newlines):
+    """text_pieces skips the per-character walk for printable text: the same pieces, for every
+    character (surrogates, unassigned and private-use ones included)."""
+    slow = token_display._pieces_by_character(text, whitespace=whitespace, newlines=newlines)
+    slow = token_display._give_leading_mark_a_base(slow)
+    assert text_pieces(text, whitespace=whitespace, newlines=newlines) == slow
+    data = text.encode("utf-8", errors="surrogatepass")
+    if not any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        shown = byte_pieces(data, whitespace=whitespace, newlines=newlines)
+        assert shown == slow

@@ -31,6 +31,7 @@ TIP_HEX_LIMIT = 24  # bytes of hex shown in a tooltip before it is cut with "…
 _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
 # Letters and marks that render as blank space; used to spoof identifiers, so escape them too.
 _INVISIBLE = frozenset({0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0})
+_INVISIBLE_CHARACTERS = frozenset(map(chr, _INVISIBLE))
 _CONTROL_NAMES = {
     0x00: "NULL",
     0x07: "BELL",
@@ -170,6 +171,17 @@ def text_pieces(text: str, *, whitespace: bool = False, newlines: bool = False) 
     >>> [(p.kind, p.text) for p in text_pieces("a\\u202eb c", whitespace=True)]
     [('text', 'a'), ('escape', 'U+202E'), ('text', 'b'), ('space', '·'), ('text', 'c')]
     """
+    if (
+        text.isprintable()  # false exactly for the escaped categories (bar the ASCII space)
+        and not (whitespace and " " in text)
+        and _INVISIBLE_CHARACTERS.isdisjoint(text)
+    ):
+        return _give_leading_mark_a_base([Piece("text", text)] if text else [])
+    return _pieces_by_character(text, whitespace=whitespace, newlines=newlines)
+
+
+def _pieces_by_character(text: str, *, whitespace: bool, newlines: bool) -> list[Piece]:
+    """`text_pieces`, one character at a time (what it does for text that is not plain)."""
     pieces: list[Piece] = []
     plain: list[str] = []
 
@@ -217,6 +229,10 @@ def byte_pieces(
     """
     if invalid not in INVALID_RULES:
         raise ValueError(f"unknown rule {invalid!r} for partial UTF-8; use one of {INVALID_RULES}")
+    try:  # most tokens are whole characters: then there is one valid span, all of it
+        return text_pieces(data.decode("utf-8"), whitespace=whitespace, newlines=newlines)
+    except UnicodeDecodeError:
+        pass
     pieces: list[Piece] = []
     valid_start = None
     invalid_start = None
