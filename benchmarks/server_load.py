@@ -78,9 +78,20 @@ class Served:
                 time.sleep(0.2)
         raise SystemExit("the server did not start; see server.log")
 
-    def worker_pid(self) -> int:
+    def worker_pids(self) -> list[int]:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
-        return int(children.split()[0])
+        return [int(pid) for pid in children.split()]
+
+    def worker_pid(self) -> int:
+        return self.worker_pids()[0]
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by gunicorn and its workers (not by training children)."""
+        total = 0
+        for pid in [self.process.pid, *self.worker_pids()]:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         os.killpg(self.process.pid, signal.SIGTERM)
@@ -92,14 +103,29 @@ class Served:
         self.log.close()
 
 
-def request(base: str, method: str, path: str, body: bytes | None = None, ctype: str = ""):
+def owner_token(base: str) -> str:
+    """A fresh owner, as a script gets one; its token goes along as a bearer token."""
+    _, reply, _ = request(base, "POST", "/api/owners", b"{}", "application/json")
+    return str(json.loads(reply)["owner_token"])
+
+
+def request(
+    base: str,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    ctype: str = "",
+    token: str = "",
+):
     headers = {"Content-Type": ctype} if ctype else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     req = urllib.request.Request(base + path, data=body, method=method, headers=headers)
     with urllib.request.urlopen(req, timeout=600) as response:
         return response.status, response.read(), response.url
 
 
-def upload_file(base: str, path: Path) -> str:
+def upload_file(base: str, path: Path, token: str) -> str:
     host, port = base.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=600)
     with open(path, "rb") as body:
@@ -107,7 +133,11 @@ def upload_file(base: str, path: Path) -> str:
             "POST",
             f"/api/corpora?name={path.name}",
             body=body,
-            headers={"Content-Type": "text/plain", "Content-Length": str(path.stat().st_size)},
+            headers={
+                "Content-Type": "text/plain",
+                "Content-Length": str(path.stat().st_size),
+                "Authorization": f"Bearer {token}",
+            },
         )
     response = conn.getresponse()
     reply = response.read()
@@ -115,22 +145,28 @@ def upload_file(base: str, path: Path) -> str:
     return json.loads(reply)["slug"]
 
 
-def start_job(base: str, corpus: str, form: str) -> str:
+def start_job(base: str, corpus: str, form: str, token: str) -> str:
     _, _, url = request(
-        base, "POST", f"/c/{corpus}/train", form.encode(), "application/x-www-form-urlencoded"
+        base,
+        "POST",
+        f"/c/{corpus}/train",
+        form.encode(),
+        "application/x-www-form-urlencoded",
+        token,
     )
     return url
 
 
-def job_status(job_url: str) -> str:
-    body = urllib.request.urlopen(job_url + "/status", timeout=60).read().decode()
+def job_status(job_url: str, token: str) -> str:
+    req = urllib.request.Request(job_url + "/status", headers={"Authorization": f"Bearer {token}"})
+    body = urllib.request.urlopen(req, timeout=60).read().decode()
     return body.split('data-status="', 1)[1].split('"', 1)[0]
 
 
-def wait_status(job_url: str, wanted: set[str], timeout: float) -> str:
+def wait_status(job_url: str, token: str, wanted: set[str], timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = job_status(job_url)
+        status = job_status(job_url, token)
         if status in wanted:
             return status
         time.sleep(0.5)
@@ -176,7 +212,9 @@ def _client_process(base: str, path: str, texts: list[bytes], threads: int, seco
     out.put((latencies, errors, time.monotonic() - start))
 
 
-def load(base: str, slug: str, texts: list[bytes], *, clients: int, seconds: float) -> dict:
+def load(served: Served, slug: str, texts: list[bytes], *, clients: int, seconds: float) -> dict:
+    base = served.base
+    cpu_before = served.cpu_seconds()
     context = multiprocessing.get_context("spawn")
     out = context.Queue()
     procs = 4
@@ -193,6 +231,7 @@ def load(base: str, slug: str, texts: list[bytes], *, clients: int, seconds: flo
     results = [out.get(timeout=seconds + 300) for _ in processes]
     for p in processes:
         p.join(60)
+    server_cpu = served.cpu_seconds() - cpu_before
     latencies = sorted(x for r in results for x in r[0])
     errors = [e for r in results for e in r[1]]
     wall = max(r[2] for r in results)
@@ -206,6 +245,7 @@ def load(base: str, slug: str, texts: list[bytes], *, clients: int, seconds: flo
         "p95_ms": q[94] * 1000,
         "p99_ms": q[98] * 1000,
         "max_ms": latencies[-1] * 1000,
+        "server_cpu_ms_per_request": server_cpu * 1000 / len(latencies),
     }
 
 
@@ -230,7 +270,7 @@ def rss_kb(pid: int) -> dict[str, int]:
     return values
 
 
-def memory(served: Served, workdir: Path, tok_slug: str) -> dict:
+def memory(served: Served, workdir: Path, tok_slug: str, token: str) -> dict:
     big = workdir / "corpus-190mb.txt"
     with open(big, "wb") as out:
         for name in (
@@ -243,13 +283,13 @@ def memory(served: Served, workdir: Path, tok_slug: str) -> dict:
             out.write(f"\n{name}\n".encode())
     size = big.stat().st_size
     t0 = time.monotonic()
-    slug = upload_file(served.base, big)
+    slug = upload_file(served.base, big, token)
     upload_s = time.monotonic() - t0
     big.unlink()
     pid = served.worker_pid()
     urls = [f"/c/{slug}", "/", f"/api/t/{tok_slug}"]
     for url in urls:  # warm: templates compiled, connections pooled
-        request(served.base, "GET", url)
+        request(served.base, "GET", url, token=token)
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # reset VmHWM to the current RSS
     before = rss_kb(pid)
     errors = []
@@ -258,7 +298,7 @@ def memory(served: Served, workdir: Path, tok_slug: str) -> dict:
         for _ in range(5):
             for url in urls:
                 try:
-                    status, _, _ = request(served.base, "GET", url)
+                    status, _, _ = request(served.base, "GET", url, token=token)
                     if status != 200:
                         errors.append(status)
                 except OSError as exc:
@@ -289,35 +329,47 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bpe-bench-") as folder:
         workdir = Path(folder)
         served = Served(workdir)
+        print(f"gunicorn workers: {len(served.worker_pids())}")
         try:
-            small = upload_file(served.base, CORPORA / "english_small.txt")
-            job = start_job(served.base, small, "mode=chunked&vocab_size=2000&trainer=efficient")
-            wait_status(job, {"succeeded"}, timeout=1800)
-            page = urllib.request.urlopen(job, timeout=60).read().decode()
+            token = owner_token(served.base)
+            small = upload_file(served.base, CORPORA / "english_small.txt", token)
+            job = start_job(
+                served.base, small, "mode=chunked&vocab_size=2000&trainer=efficient", token
+            )
+            wait_status(job, token, {"succeeded"}, timeout=1800)
+            page = request(served.base, "GET", job.removeprefix(served.base), token=token)[
+                1
+            ].decode()
             tok = page.split('href="/t/', 1)[1].split('"', 1)[0]
             texts = encode_texts(CORPORA / "english_small.txt")
 
-            large = upload_file(served.base, CORPORA / "english_large.txt")
-            busy = start_job(served.base, large, "mode=chunked&vocab_size=50000&trainer=efficient")
-            wait_status(busy, {"running"}, timeout=300)
-            training = load(served.base, tok, texts, clients=args.clients, seconds=args.seconds)
-            still = job_status(busy)
+            large = upload_file(served.base, CORPORA / "english_large.txt", token)
+            busy = start_job(
+                served.base, large, "mode=chunked&vocab_size=50000&trainer=efficient", token
+            )
+            wait_status(busy, token, {"running"}, timeout=300)
+            print(f"load average before the loaded run: {os.getloadavg()}")
+            training = load(served, tok, texts, clients=args.clients, seconds=args.seconds)
+            still = job_status(busy, token)
             request(
                 served.base,
                 "POST",
                 busy.removeprefix(served.base) + "/cancel",
                 b"",
                 "application/x-www-form-urlencoded",
+                token,
             )
-            wait_status(busy, {"cancelled", "failed", "succeeded"}, timeout=120)
-            idle = load(served.base, tok, texts, clients=args.clients, seconds=args.seconds)
+            wait_status(busy, token, {"cancelled", "failed", "succeeded"}, timeout=120)
+            print(f"load average before the idle run: {os.getloadavg()}")
+            idle = load(served, tok, texts, clients=args.clients, seconds=args.seconds)
             print(f"load average after the load runs: {os.getloadavg()}")
             for name, result in (("while training", training), ("idle (peer)", idle)):
                 print(
                     f"{name:>15}: {result['requests']:,} requests, {result['errors']} errors"
                     f" {result['error_kinds']}, {result['req_per_s']:.0f} req/s,"
                     f" p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms,"
-                    f" p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.0f} ms"
+                    f" p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.0f} ms,"
+                    f" server CPU {result['server_cpu_ms_per_request']:.2f} ms/request"
                 )
             print(f"job still running at the end of the loaded run: {still == 'running'}")
             print(
@@ -326,7 +378,7 @@ def main() -> None:
                 f" req/s {training['req_per_s'] / idle['req_per_s']:.2f}x"
             )
             if not args.skip_memory:
-                mem = memory(served, workdir, tok)
+                mem = memory(served, workdir, tok, token)
                 print(
                     f"memory: corpus {mem['corpus_bytes'] / 1e6:.0f} MB (uploaded in"
                     f" {mem['upload_seconds']:.0f} s);"
