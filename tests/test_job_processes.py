@@ -16,8 +16,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from tests.waiting import wait_for
+from webapp.jobs.process import Supervisor
 from webapp.jobs.settings import JobSettings
-from webapp.models import Tokenizer, TrainingJob
+from webapp.models import JobStatus, Tokenizer, TrainingJob
 from webapp.uploads import store_text
 
 SUPERVISOR = """
@@ -44,15 +45,22 @@ def gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
+def long_job(app, random_words) -> int:
+    """A queued job with minutes of work in it: the reference trainer recounts every pair per
+    merge."""
+    corpus, _ = store_text(
+        app.extensions["bpe_db"],
+        random_words(60000),
+        name="w",
+        tmp_dir=app.config["UPLOAD_TMP_DIR"],
+    )
+    settings = JobSettings(mode="chunked", trainer="reference", vocab_size=20000)
+    return app.extensions["bpe_jobs"].store.submit_many(corpus.id, [settings])[0]
+
+
 def test_a_child_whose_supervisor_is_killed_exits_quietly(app, random_words):
     database = app.extensions["bpe_db"]
-    store = app.extensions["bpe_jobs"].store
-    corpus, _ = store_text(
-        database, random_words(60000), name="w", tmp_dir=app.config["UPLOAD_TMP_DIR"]
-    )
-    # The reference trainer recounts everything per merge: minutes of work left when killed.
-    settings = JobSettings(mode="chunked", trainer="reference", vocab_size=20000)
-    job_id = store.submit_many(corpus.id, [settings])[0]
+    job_id = long_job(app, random_words)
     supervisor = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR, database.url, str(job_id)],
         stdout=subprocess.PIPE,
@@ -75,3 +83,21 @@ def test_a_child_whose_supervisor_is_killed_exits_quietly(app, random_words):
         job = session.get_one(TrainingJob, job_id)
         assert job.status == "interrupted" and "Run it again" in (job.error or "")
         assert session.scalar(select(func.count()).select_from(Tokenizer)) == 0
+
+
+def test_a_training_child_runs_at_the_configured_lower_priority(app, random_words):
+    """Requests come before training (BPE_JOBS_NICE): the child, and so the chunk-counting
+    helpers it starts, run that much nicer than the process that supervises them."""
+    assert app.config["JOBS_NICE"] == 10  # the default
+    store = app.extensions["bpe_jobs"].store
+    job_id = long_job(app, random_words)
+    assert store.claim(job_id, stale_after=0)
+    supervisor = Supervisor(store, interval=0.05, kill_after=1.0, niceness=app.config["JOBS_NICE"])
+    child = supervisor.spawn(job_id)
+    try:
+        wait_for(lambda: store.status(job_id) == JobStatus.RUNNING and not gone(child.process.pid))
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        expected = min(mine + 10, 19)
+        wait_for(lambda: os.getpriority(os.PRIO_PROCESS, child.process.pid) == expected)
+    finally:
+        wait_for(lambda: supervisor.look(child, cancel=True), timeout=30)

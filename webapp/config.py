@@ -108,6 +108,14 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         float,
         "Seconds a training may take to stop after a cancel before it is terminated (default 1).",
     ),
+    "BPE_JOBS_NICE": (
+        "JOBS_NICE",
+        int,
+        (
+            "Niceness added to training processes (default 10, 0 for none): pages and the API"
+            " keep the CPU while a job trains; a training only slows when requests need it."
+        ),
+    ),
     "BPE_PLAYGROUND_MAX_BYTES": (
         "PLAYGROUND_MAX_BYTES",
         int,
@@ -152,6 +160,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_PROGRESS_INTERVAL": 0.25,
         # A child that ignores the stop flag this long after a cancel is terminated.
         "JOBS_KILL_AFTER": 1.0,
+        "JOBS_NICE": 10,
         "JOB_BACKEND": "embedded",
         "CELERY_BROKER_URL": "",
         "JOB_QUEUE": "bpe-jobs",
@@ -196,5 +205,7 @@ def check(config: Mapping[str, Any]) -> None:
             raise ValueError(f"{key} must be at least 1")
     if config["JOBS_PER_OWNER"] < 1:
         raise ValueError("JOBS_PER_OWNER must be at least 1")
+    if not 0 <= config["JOBS_NICE"] <= 19:
+        raise ValueError("JOBS_NICE must be between 0 and 19")
     if config["JOBS_MAX_QUEUED"] < 0:
         raise ValueError("JOBS_MAX_QUEUED must be 0 or more")

@@ -54,6 +54,7 @@ def init_app(app: Flask, *, run_jobs: bool = False) -> JobBackend:
             lock_path=runner_lock_path(app.extensions["bpe_db"].url, app.instance_path),
             progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
             kill_after=app.config["JOBS_KILL_AFTER"],
+            niceness=app.config["JOBS_NICE"],
         )
     )
     app.extensions["bpe_jobs"] = backend
@@ -72,6 +73,7 @@ def _celery_backend(app: Flask) -> JobBackend:
         mode=app.config["JOBS_MODE"],
         progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
         kill_after=app.config["JOBS_KILL_AFTER"],
+        niceness=app.config["JOBS_NICE"],
         stale_after=app.config["JOBS_STALE_AFTER"],
         sweep_interval=app.config["JOBS_SWEEP_INTERVAL"],
     )

@@ -95,6 +95,7 @@ class CeleryBackend(JobBackend):
         mode: str = "thread",
         progress_interval: float = 0.25,
         kill_after: float = 1.0,
+        niceness: int = 0,
         stale_after: float = 30.0,
         sweep_interval: float = 5.0,
     ) -> None:
@@ -102,7 +103,9 @@ class CeleryBackend(JobBackend):
         self.celery = celery
         self.stale_after = stale_after
         self.sweep_interval = sweep_interval
-        self.supervisor = Supervisor(store, interval=progress_interval / 2, kill_after=kill_after)
+        self.supervisor = Supervisor(
+            store, interval=progress_interval / 2, kill_after=kill_after, niceness=niceness
+        )
         self._stopping = threading.Event()
         self._sweeper: threading.Thread | None = None
 

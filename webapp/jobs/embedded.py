@@ -75,9 +75,12 @@ class EmbeddedRunner(JobBackend):
         lock_path: Path | None = None,
         progress_interval: float = 0.25,
         kill_after: float = 1.0,
+        niceness: int = 0,
     ) -> None:
         super().__init__(store, mode=mode, progress_interval=progress_interval)
-        self.supervisor = Supervisor(store, interval=progress_interval / 2, kill_after=kill_after)
+        self.supervisor = Supervisor(
+            store, interval=progress_interval / 2, kill_after=kill_after, niceness=niceness
+        )
         self._lock = RunnerLock(lock_path) if lock_path is not None else None
         self._wake = threading.Event()
         self._stopping = threading.Event()

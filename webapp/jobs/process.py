@@ -34,8 +34,14 @@ class SupervisorGone(BaseException):
     `except Exception` on the way (in the library or the task) records it as a failure."""
 
 
-def child_main(job_id: int, database_url: str, stop_event: Any, interval: float) -> None:
+def child_main(
+    job_id: int, database_url: str, stop_event: Any, interval: float, niceness: int = 0
+) -> None:
     """Entry point of a training child process."""
+    if niceness > 0:
+        # A training is batch work: on a busy machine the requests of the web process that
+        # started it come first (the chunk-counting helpers it starts inherit this).
+        os.nice(niceness)
     supervisor = os.getppid()
     database = Database(database_url)
     store = JobStore(database)
@@ -68,16 +74,19 @@ class TrainingChild:
 class Supervisor:
     """Starts training children and looks after them; used from one thread only."""
 
-    def __init__(self, store: JobStore, *, interval: float, kill_after: float) -> None:
+    def __init__(
+        self, store: JobStore, *, interval: float, kill_after: float, niceness: int = 0
+    ) -> None:
         self.store = store
         self.interval = interval
         self.kill_after = kill_after
+        self.niceness = niceness
 
     def spawn(self, job_id: int) -> TrainingChild:
         stop_event = _CONTEXT.Event()
         process = _CONTEXT.Process(
             target=child_main,
-            args=(job_id, self.store.database.url, stop_event, self.interval),
+            args=(job_id, self.store.database.url, stop_event, self.interval, self.niceness),
             name=f"bpe-train-{job_id}",
             daemon=True,
         )
