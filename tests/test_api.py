@@ -46,6 +46,44 @@ def test_encode_post_and_get_agree_with_the_library(client, tok_ref):
     assert got["ids"] == expected
 
 
+@pytest.mark.parametrize("mode", ["chunked", "naive", "words"])
+def test_an_encode_answer_is_byte_for_byte_what_jsonify_gives(
+    app, client, make_tokenizer, mode, monkeypatch
+):
+    """The answer is joined from per-token JSON pieces cached per tokeniser: asked twice (pieces
+    made, then reused) it must equal jsonify of the same structure, for specials, `</w>` words,
+    tokens that are half a UTF-8 character, characters JSON escapes, and ids past the cap on
+    cached pieces."""
+    import webapp.encode_json
+
+    ref = make_tokenizer(vocab_size=300, mode=mode, special_tokens=["<|end|>"])
+    tok = ref.tok
+    text = 'The quick "brown" fox\\ 東京 😀 \u202e\x07<|end|> done'
+    ids = tok.encode(text, allowed_special="all")
+    expected = app.json.dumps(
+        {
+            "ids": ids,
+            "tokens": [
+                {"id": i, "hex": tok.token_bytes(i).hex(), "text": tok.id_to_token(i)} for i in ids
+            ],
+            "counts": {
+                "bytes": len(text.encode()),
+                "characters": len(text),
+                "tokens": len(ids),
+                "bytes_per_token": len(text.encode()) / len(ids),
+            },
+        },
+        separators=(",", ":"),
+    )
+    url = f"/api/t/{ref.slug}/encode"
+    # A few pieces kept, the rest made per answer; then all kept; then all reused.
+    for cap in (3, webapp.encode_json.MAX_PIECES, webapp.encode_json.MAX_PIECES):
+        monkeypatch.setattr(webapp.encode_json, "MAX_PIECES", cap)
+        response = client.post(url, json={"text": text, "allowed_special": "all"})
+        assert response.mimetype == "application/json"
+        assert response.get_data(as_text=True) == expected + "\n"
+
+
 def test_encode_special_tokens_only_when_allowed(client, tok_ref):
     url = f"/api/t/{tok_ref.slug}/encode"
     plain = client.post(url, json={"text": "a<|end|>"}).get_json()["ids"]

@@ -66,11 +66,32 @@ def get_tokenizer(session: Session, slug: str) -> Tokenizer:
             select(Tokenizer).where(Tokenizer.slug == slug, Tokenizer.deleted_at.is_(None))
         )
     if row is None:
-        raise UserError(
-            "There is no tokeniser at this address (the link may be mistyped, or it was deleted).",
-            status=404,
-        )
+        raise _no_tokenizer()
     return row
+
+
+# Built once: making the statement cost more than running it (the encode API's hot path).
+_LIVE_TOKENIZER_ID = select(Tokenizer.id).where(
+    Tokenizer.slug == bindparam("slug"), Tokenizer.deleted_at.is_(None)
+)
+
+
+def live_tokenizer_id(session: Session, slug: str) -> int:
+    """get_tokenizer's id alone: one narrow Core query for the encode API's hot path, which
+    needs nothing else of the row while the tokeniser is in convert's cache."""
+    found = None
+    if looks_like_slug(slug):
+        found = session.connection().execute(_LIVE_TOKENIZER_ID, {"slug": slug}).scalar()
+    if found is None:
+        raise _no_tokenizer()
+    return found
+
+
+def _no_tokenizer() -> UserError:
+    return UserError(
+        "There is no tokeniser at this address (the link may be mistyped, or it was deleted).",
+        status=404,
+    )
 
 
 def special_tokens(row: Tokenizer) -> dict[str, int]:

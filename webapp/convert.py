@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Literal, cast
 
 from sqlalchemy import select
@@ -182,12 +183,22 @@ _cache_lock = threading.Lock()
 
 def load_tokenizer(session: Session, row: Tokenizer) -> bpe.Tokenizer:
     """The stored tokeniser as a `bpe.Tokenizer` (cached: stored tokenisers never change)."""
-    key = (row.id, row.slug)
+    return _cached((row.id, row.slug), lambda: _build(session, row))
+
+
+def load_tokenizer_by_id(session: Session, tokenizer_id: int, slug: str) -> bpe.Tokenizer:
+    """load_tokenizer for a live row known by id and slug: the row is read only on a miss."""
+    return _cached(
+        (tokenizer_id, slug), lambda: _build(session, session.get_one(Tokenizer, tokenizer_id))
+    )
+
+
+def _cached(key: tuple[int, str], build: Callable[[], bpe.Tokenizer]) -> bpe.Tokenizer:
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    tok = _build(session, row)
+    tok = build()
     with _cache_lock:
         _cache[key] = tok
         while len(_cache) > _CACHE_SIZE:

@@ -17,8 +17,9 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify, request
 
 from webapp import browse, db, owners
-from webapp.convert import load_tokenizer
+from webapp.convert import load_tokenizer, load_tokenizer_by_id
 from webapp.describer import describer_for
+from webapp.encode_json import encode_response
 from webapp.errors import UserError
 from webapp.inputs import json_object
 from webapp.playground import TextTooLarge, check_text
@@ -103,7 +104,8 @@ def _allowed_special(raw: Any, specials: dict[str, int]) -> Any:
 
 @bp.route("/<slug>/encode", methods=["GET", "POST"])
 def encode(slug: str):
-    session, row = _tokenizer(slug)
+    session = db.session()
+    tokenizer_id = browse.live_tokenizer_id(session, slug)
     if request.method == "POST":
         body = _json_body()
         text, allowed = body.get("text"), body.get("allowed_special")
@@ -116,21 +118,9 @@ def encode(slug: str):
         check_text(text, max_bytes=limit)
     except TextTooLarge as exc:
         raise UserError(str(exc), status=413) from None
-    tok = load_tokenizer(session, row)
+    tok = load_tokenizer_by_id(session, tokenizer_id, slug)
     ids = tok.encode(text, allowed_special=_allowed_special(allowed, tok.special_tokens))
-    c = counts(text, ids)
-    return jsonify(
-        ids=ids,
-        tokens=[
-            {"id": i, "hex": tok.token_bytes(i).hex(), "text": tok.id_to_token(i)} for i in ids
-        ],
-        counts={
-            "bytes": c.bytes,
-            "characters": c.characters,
-            "tokens": c.tokens,
-            "bytes_per_token": c.bytes_per_token,
-        },
-    )
+    return encode_response(tok, ids, counts(text, ids))
 
 
 @bp.post("/<slug>/decode")
