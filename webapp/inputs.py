@@ -4,9 +4,10 @@
   two back ends): a bigger `<int:...>` does not match the route, so it is the same 404 as any
   unknown id instead of an overflow deep in the driver;
 - URLs are at most MAX_URL_BYTES (414, answered by the app so the JSON API answers JSON);
-- query strings, url-encoded form bodies and JSON bodies are strict UTF-8: Werkzeug would turn
-  a bad byte into U+FFFD silently, and JSON's `\\ud800` escapes give lone surrogates that cannot
-  be stored or encoded. Both are refused with 400 naming where the bad byte or character is;
+- query strings, url-encoded and multipart form fields and JSON bodies are strict UTF-8:
+  Werkzeug would turn a bad byte into U+FFFD silently (or keep it percent-encoded), and JSON's
+  `\\ud800` escapes give lone surrogates that cannot be stored or encoded. Both are refused with
+  400 naming the field and where the bad byte or character is;
 - JSON bodies nest at most MAX_JSON_DEPTH deep (Python's parser would recurse until it fails).
 """
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from flask import Flask, current_app, request
+from flask import Flask, Request, current_app, request
+from werkzeug.datastructures import Headers
+from werkzeug.formparser import FormDataParser, MultiPartParser
 from werkzeug.routing import IntegerConverter
 
 from webapp.errors import UserError
@@ -74,13 +77,60 @@ def _check_urlencoded(raw: bytes, where: str) -> None:
             try:
                 data.decode("utf-8")
             except UnicodeDecodeError as exc:
-                shown = name.decode("ascii", "replace")[:40]
-                raise UserError(
-                    f"The {where} field {shown!r} is not valid UTF-8: the first bad byte of its"
-                    f" {label} is at byte offset {exc.start} (0x{data[exc.start]:02x}, after"
-                    " percent-decoding). Send text as UTF-8.",
-                    status=400,
-                ) from None
+                shown = name.decode("ascii", "replace")
+                note = ", after percent-decoding"
+                raise _field_error(where, shown, label, data, exc, note) from None
+
+
+def _field_error(
+    where: str, name: str, label: str, data: bytes, exc: UnicodeDecodeError, note: str = ""
+) -> UserError:
+    return UserError(
+        f"The {where} field {name[:40]!r} is not valid UTF-8: the first bad byte of its {label}"
+        f" is at byte offset {exc.start} (0x{data[exc.start]:02x}{note}). Send text as UTF-8.",
+        status=400,
+    )
+
+
+# ----- multipart form fields ----------------------------------------------------------------------
+class _ByteKeepingMultiPartParser(MultiPartParser):
+    """Werkzeug decodes each text field of a multipart body with errors="replace". Read as
+    Latin-1, every byte becomes one character and nothing is lost, so StrictFormDataParser can
+    decode the bytes again as strict UTF-8 (the only encoding our pages send)."""
+
+    def get_part_charset(self, headers: Headers) -> str:
+        return "latin-1"
+
+
+class StrictFormDataParser(FormDataParser):
+    """Form parsing whose multipart text fields are strict UTF-8 (files stay bytes)."""
+
+    def _parse_multipart(self, stream, mimetype, content_length, options):
+        boundary = options.get("boundary", "").encode("ascii")
+        if not boundary:
+            raise ValueError("Missing boundary")  # Werkzeug's own answer: an empty form
+        parser = _ByteKeepingMultiPartParser(
+            stream_factory=self.stream_factory,
+            max_form_memory_size=self.max_form_memory_size,
+            max_form_parts=self.max_form_parts,
+            cls=self.cls,
+        )
+        form, files = parser.parse(stream, boundary, content_length)
+        return stream, self.cls(_utf8_fields(form.items(multi=True))), files
+
+
+def _utf8_fields(fields):
+    for name, value in fields:
+        data = value.encode("latin-1")
+        try:
+            yield name, data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            # A UserError is no ValueError, so Werkzeug's parser lets it through to the handler.
+            raise _field_error("form", name, "value", data, exc) from None
+
+
+class StrictRequest(Request):
+    form_data_parser_class = StrictFormDataParser
 
 
 # ----- JSON bodies -------------------------------------------------------------------------------
@@ -161,5 +211,6 @@ def _check_string(text: str, path: str) -> None:
 
 
 def init_app(app: Flask) -> None:
+    app.request_class = StrictRequest
     app.url_map.converters["int"] = DatabaseId
     app.before_request(check_request)

@@ -9,8 +9,9 @@ Rules: a UTF-8 BOM is stripped; UTF-16 or UTF-32 with a BOM is transcoded; anyth
 be UTF-8, or it is refused with the byte offset of the first bad byte; an empty text and a text
 with NUL characters (a binary file, and PostgreSQL cannot store it) are refused too.
 
-On SQLite the stored text is then copied from the file into the row in chunks (incremental
-blob I/O), so a 100 MB corpus never sits in memory whole; PostgreSQL gets the bytes once.
+The stored text is then copied from the file into the row in chunks, so a 100 MB corpus never
+sits in the web process's memory whole: on SQLite by incremental blob I/O into a zero-filled
+blob, on PostgreSQL by COPY into a temporary table that the INSERT then reads from.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from sqlalchemy import LargeBinary, func, insert, literal, select
+from sqlalchemy import column, func, insert, select, table
 
 from webapp.db import Database
 from webapp.errors import UserError, human_bytes
@@ -293,7 +294,7 @@ def store_corpus(
                 filename=filename,
                 size_bytes=upload.size_bytes,
                 sha256=upload.sha256,
-                text=_placeholder(database, upload),
+                text=_placeholder(database, session, upload),
                 char_count=upload.char_count,
                 line_count=upload.line_count,
                 source_encoding=upload.source_encoding,
@@ -317,14 +318,37 @@ def _same_owner(owner_id: int | None):
     return Corpus.owner_id.is_(None) if owner_id is None else Corpus.owner_id == owner_id
 
 
-def _placeholder(database: Database, upload: NormalizedText):
+def _placeholder(database: Database, session, upload: NormalizedText):
     """What the INSERT puts in `text`. SQLite: a zero-filled blob of the right size that
     `_stream_into_blob` then fills from the file, so neither Python nor SQLite ever holds the
-    whole text. PostgreSQL: the bytes, turned into text on the server."""
+    whole text. PostgreSQL: the text COPYed in chunks into a temporary table, read from there."""
     if database.is_sqlite:
         return func.zeroblob(upload.size_bytes)
-    with open(upload.path, "rb") as handle:
-        return func.convert_from(literal(handle.read(), LargeBinary), "UTF8")
+    _copy_into_upload_table(session, upload)
+    return select(_UPLOAD_TEXT.c.text).scalar_subquery()
+
+
+# PostgreSQL: one row of one column, dropped with the transaction that stores the corpus.
+_UPLOAD_TEXT = table("upload_text", column("text"))
+_COPY_ESCAPES = ((b"\\", b"\\\\"), (b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
+
+
+def _copy_into_upload_table(session, upload: NormalizedText) -> None:
+    """COPY's text format, written a chunk at a time: the only bytes it treats specially are
+    backslash, newline, carriage return and tab, each escaped by a backslash. All are ASCII, and
+    no byte of a multi-byte UTF-8 character is ASCII, so chunks can be cut anywhere."""
+    connection = session.connection()
+    connection.exec_driver_sql("CREATE TEMPORARY TABLE upload_text (text text) ON COMMIT DROP")
+    cursor = connection.connection.driver_connection.cursor()  # psycopg's, same transaction
+    with (
+        cursor.copy("COPY upload_text (text) FROM STDIN") as copy,
+        open(upload.path, "rb") as src,
+    ):
+        while chunk := src.read(CHUNK):
+            for special, escaped in _COPY_ESCAPES:
+                chunk = chunk.replace(special, escaped)
+            copy.write(chunk)
+        copy.write(b"\n")  # the end of the one row
 
 
 def _stream_into_blob(session, corpus_id: int, upload: NormalizedText) -> None:
