@@ -1,6 +1,7 @@
 """Imported reference tokenisers against tiktoken, side by side in one run (issue 11).
 
     .venv/bin/python benchmarks/references.py [--refs reference-tokenizers] [--runs 7]
+        [--postgres postgresql://...]   # also import into this (emptied!) throw-away database
 
 1. import o200k_base into a fresh SQLite database through the app (parse, derive the merges,
    store every vocabulary and merge row): seconds and rows stored; peer: tiktoken building its
@@ -17,23 +18,19 @@ Wall-clock seconds; CPU seconds (this process) beside them, since the machine is
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
-import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 import tiktoken
-from _common import owner_headers
+from _common import ROOT, bench_app, owner_headers
 from tiktoken.load import load_tiktoken_bpe
 
 from bpe.evaluate import evaluate
 from bpe.importers import import_path
-from webapp import create_app
+from webapp import db
 from webapp.imports import import_upload
 from webapp.models import Merge, VocabEntry
 
@@ -59,21 +56,16 @@ def main() -> None:
     parser.add_argument("--refs", type=Path, default=ROOT / "reference-tokenizers")
     parser.add_argument("--corpus", type=Path, default=ROOT / "corpora-data" / "english_small.txt")
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--postgres", help="a throw-away PostgreSQL database to import into too")
     args = parser.parse_args()
     text = args.corpus.read_text(encoding="utf-8")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
-    with tempfile.TemporaryDirectory() as folder:
-        app = create_app(
-            {
-                "DATABASE_URL": f"sqlite:///{folder}/bench.sqlite3",
-                "JOBS_MODE": "manual",
-                "SECRET_KEY": "bench",
-                "UPLOAD_TMP_DIR": f"{folder}/up",
-            }
-        )
+    raw = (args.refs / "o200k_base.tiktoken").read_bytes()
+    sidecar = (args.refs / "o200k_base.tiktoken.json").read_bytes()
+
+    def import_o200k(app, where: str):
         database = app.extensions["bpe_db"]
-        raw = (args.refs / "o200k_base.tiktoken").read_bytes()
-        sidecar = (args.refs / "o200k_base.tiktoken.json").read_bytes()
         row, wall, cpu = timed(
             lambda: import_upload(database, raw, filename="o200k_base.tiktoken", sidecar=sidecar)
         )
@@ -82,52 +74,71 @@ def main() -> None:
             merge_rows = session.query(Merge).filter_by(tokenizer_id=row.id).count()
         _, peer_wall, peer_cpu = timed(lambda: tiktoken_encoding(args.refs, "o200k_base"))
         print(
-            f"import o200k_base: {wall:.2f} s wall ({cpu:.2f} s CPU), {vocab_rows:,} vocabulary"
-            f" rows + {merge_rows:,} merge rows; tiktoken builds its Encoding in {peer_wall:.2f} s"
-            f" wall ({peer_cpu:.2f} s CPU): ratio {wall / peer_wall:.1f}x"
+            f"import o200k_base ({where}): {wall:.2f} s wall ({cpu:.2f} s CPU), {vocab_rows:,}"
+            f" vocabulary rows + {merge_rows:,} merge rows; tiktoken builds its Encoding in"
+            f" {peer_wall:.2f} s wall ({peer_cpu:.2f} s CPU): ratio {wall / peer_wall:.1f}x"
         )
+        return row
 
-        client = app.test_client()
-        # The playground's form posts need an owner's proof, as on the site (a bearer token).
-        owner = owner_headers(client)
-        hx = {"HX-Request": "true", **owner}
+    if args.postgres:
+        emptied = db.Database(args.postgres)
+        db.downgrade(emptied, "base")
+        emptied.dispose()
+        pg_app = bench_app("bench-refs-pg-", DATABASE_URL=args.postgres)
+        import_o200k(pg_app, "PostgreSQL")
+        pg_app.extensions["bpe_db"].dispose()
 
-        def play(sample: str, headers: dict[str, str]) -> None:
-            response = client.post(f"/t/{row.slug}/encode", data={"text": sample}, headers=headers)
-            assert response.status_code == 200, (response.status_code, response.text[:300])
+    # The SQLite app of the embedded default: the import and the playground.
+    app = bench_app("bench-refs-")
+    row = import_o200k(app, "SQLite")
+    client = app.test_client()
+    headers = owner_headers(client)
+    o200k = tiktoken_encoding(args.refs, "o200k_base")
+    warm = client.post(
+        f"/t/{row.slug}/encode", data={"text": "warm up the cached tokeniser"}, headers=headers
+    )
+    assert warm.status_code == 200, warm.status_code
+    with app.app_context():
+        from webapp.convert import load_tokenizer
 
-        o200k = tiktoken_encoding(args.refs, "o200k_base")
-        play("warm up the cached tokeniser", owner)
-        with app.app_context():
-            from webapp import db
-            from webapp.convert import load_tokenizer
-
-            ours_tok = load_tokenizer(db.session(), row)
-        pages, fragments, encodes, theirs = [], [], [], []
-        step = len(text) // (args.runs + 1)
-        for k in range(args.runs):
-            sample = text[k * step : k * step + 60_000].encode()[:50_000].decode(errors="ignore")
-            ids, wall, _ = timed(lambda s=sample: ours_tok.encode(s))
-            encodes.append(wall)
-            peer_ids, wall, _ = timed(lambda s=sample: o200k.encode_ordinary(s))
-            theirs.append(wall)
-            assert ids == peer_ids, "the two encodings disagree"
-            shifted = sample[1:]  # a new text for the page, so its encode is not all cached
-            _, wall, _ = timed(lambda s=shifted: play(s, owner))
-            pages.append(wall)
-            _, wall, _ = timed(lambda s=sample[2:]: play(s, hx))
-            fragments.append(wall)
-
-        def ms(values: list[float]) -> str:
-            return f"{statistics.median(values) * 1000:.0f} ms"
-
-        peer = statistics.median(theirs)
-        print(
-            f"playground, 50 KB English, o200k_base ({args.runs} runs, medians): encode"
-            f" {ms(encodes)}, tiktoken {peer * 1000:.1f} ms (ratio"
-            f" {statistics.median(encodes) / peer:.1f}x); whole page {ms(pages)}, htmx fragment"
-            f" {ms(fragments)} (ratio to tiktoken's encode {statistics.median(pages) / peer:.0f}x)"
+        ours_tok = load_tokenizer(db.session(), row)
+    pages, fragments, encodes, theirs = [], [], [], []
+    step = len(text) // (args.runs + 1)
+    for k in range(args.runs):
+        sample = text[k * step : k * step + 60_000].encode()[:50_000].decode(errors="ignore")
+        ids, wall, _ = timed(lambda s=sample: ours_tok.encode(s))
+        encodes.append(wall)
+        peer_ids, wall, _ = timed(lambda s=sample: o200k.encode_ordinary(s))
+        theirs.append(wall)
+        assert ids == peer_ids, "the two encodings disagree"
+        shifted = sample[1:]  # a new text for the page, so its encode is not all cached
+        reply, wall, _ = timed(
+            lambda s=shifted: client.post(
+                f"/t/{row.slug}/encode", data={"text": s}, headers=headers
+            )
         )
+        assert reply.status_code == 200, reply.status_code
+        pages.append(wall)
+        reply, wall, _ = timed(
+            lambda s=sample[2:]: client.post(
+                f"/t/{row.slug}/encode",
+                data={"text": s},
+                headers={**headers, "HX-Request": "true"},
+            )
+        )
+        assert reply.status_code == 200, reply.status_code
+        fragments.append(wall)
+
+    def ms(values: list[float]) -> str:
+        return f"{statistics.median(values) * 1000:.0f} ms"
+
+    peer = statistics.median(theirs)
+    print(
+        f"playground, 50 KB English, o200k_base ({args.runs} runs, medians): encode"
+        f" {ms(encodes)}, tiktoken {peer * 1000:.1f} ms (ratio"
+        f" {statistics.median(encodes) / peer:.1f}x); whole page {ms(pages)}, htmx fragment"
+        f" {ms(fragments)} (ratio to tiktoken's encode {statistics.median(pages) / peer:.0f}x)"
+    )
 
     cl100k = import_path(args.refs / "cl100k_base.tiktoken")
     result, wall, cpu = timed(lambda: evaluate(cl100k, [text]))
@@ -141,6 +152,7 @@ def main() -> None:
         f" tiktoken encode + count {peer_wall:.2f} s wall ({peer_cpu:.2f} s CPU):"
         f" ratio {wall / peer_wall:.1f}x"
     )
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
