@@ -190,6 +190,7 @@ def _insert_batched(session: Session, model, columns: tuple[str, ...], rows: lis
     table = model.__tablename__
     if connection.dialect.name == "postgresql":
         raw = connection.connection.driver_connection  # psycopg 3
+        assert raw is not None  # a live connection of this session's transaction
         statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
         with raw.cursor() as cursor, cursor.copy(statement) as copy:
             for row in rows:
@@ -202,7 +203,7 @@ def _insert_batched(session: Session, model, columns: tuple[str, ...], rows: lis
     if sqlite and len(rows) > _BATCH:
         # The default 2 MB cache spills a big transaction's index pages to the WAL again and
         # again; 64 MB holds them. Set for this transaction only, then put back.
-        before = connection.exec_driver_sql("PRAGMA cache_size").scalar()
+        before = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
         connection.exec_driver_sql("PRAGMA cache_size=-65536")
     try:
         for start in range(0, len(rows), _BATCH):
