@@ -83,11 +83,11 @@ def run_case(corpus: str, mode: str, args: argparse.Namespace, clock) -> dict[st
     tok._cuts, tok._characters  # noqa: B018  built once per tokeniser, like the fast path
 
     def pure() -> list[int]:
-        tok._chunk_cache.clear()
+        tok.clear_caches()
         return tok.encode(text, engine="pure")
 
     def fast() -> list[int]:
-        tok._chunk_cache.clear()
+        tok.clear_caches()
         return tok.encode(text)
 
     runs = {

@@ -152,7 +152,7 @@ def encoders_to_time(tok: bpe.Tokenizer, sample: str, *, naive: bool) -> list[tu
     lines = sample.splitlines(keepends=True)
 
     def ours_cold() -> None:
-        tok._chunk_cache.clear()
+        tok.clear_caches()
         tok.encode(sample)
 
     runs = [

@@ -12,7 +12,7 @@ them and it evolved as `bytes(t)` alone does, up to `k`; if `(x, y)` were not `t
 at the leftmost place, which is where our left-to-right pass merges next; joins it makes rank
 above `k` by the same argument. A piece that is a token `t` is `[t]` under both rules.
 
-`self_encoding_merges` checks the condition in one walk per merge (`_joins_untouched`), and the
+`self_encoding_merges` checks the condition in one walk per merge (`crosses_before`), and the
 pieces must be the same: naive text is one piece; chunked text uses our own split regex, which
 tiktoken's engine (fancy-regex) runs too. Its Unicode tables are older than the `regex`
 module's, so text holding a character Python's own tables call unassigned but `regex` knows
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import regex
 
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN
+from bpe.stitch import crosses_before
 
 if TYPE_CHECKING:  # tiktoken is optional: only TiktokenPath.build imports it
     import tiktoken
@@ -57,41 +58,7 @@ def self_encoding_merges(merges: list[tuple[int, int, int]]) -> bool:
     """
     ranks = {(left, right): new for left, right, new in merges}
     parts = {new: (left, right) for left, right, new in merges}
-    return all(_joins_untouched(left, right, new, ranks, parts) for left, right, new in merges)
-
-
-def _joins_untouched(
-    left: int,
-    right: int,
-    limit: int,
-    ranks: dict[tuple[int, int], int],
-    parts: dict[int, tuple[int, int]],
-) -> bool:
-    """No merge below `limit` crosses between the bytes of `left` and `right` placed side by side.
-
-    While both evolve alone, the token ending `left`'s bytes runs down its right spine (each
-    token there is made at its id) and the token starting `right`'s runs down its left spine.
-    Walk the configurations (last of left, first of right) from the latest back: each is in
-    place from the later of the two ids until one of them is merged into its parent (`until_l`,
-    `until_r`); a learned pair `c` of the two crosses if it comes before both (at `until_r` the
-    crossing pair is further left, so it is merged first).
-    """
-    until_l = until_r = limit
-    a, b = left, right
-    while True:
-        crossing = ranks.get((a, b))
-        if crossing is not None and crossing < until_l and crossing <= until_r:
-            return False
-        if a > b:
-            if a not in parts:
-                return True
-            until_l = a
-            a = parts[a][1]
-        else:
-            if b not in parts:
-                return True
-            until_r = b
-            b = parts[b][0]
+    return not any(crosses_before(left, right, new, ranks, parts) for left, right, new in merges)
 
 
 @functools.cache

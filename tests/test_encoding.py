@@ -24,6 +24,7 @@ from bpe.encoder import CharacterEncoder, encode_ids
 from bpe.model import _split_on_specials
 from bpe.patterns import split_chunks
 from bpe.reference import merge_pair
+from bpe.stitch import Stitcher
 from tests.strategies import TEXTS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,3 +212,62 @@ def test_corpus_samples_encode_like_the_plain_encoder(name, mode):
         # Short documents, as the playground and the API send them, through the warm cache.
         for line in sample.splitlines()[:200]:
             assert tok.encode(line) == oracle_encode(tok, line)
+
+
+# ----- naive text by stitched pieces (bpe.stitch) --------------------------------------------
+# Few letters and many spaces: random merges then learn tokens across words ("a b") and the
+# junctions between pieces fail often, several in a row, and repairs reach further left.
+STITCH_ALPHABET = "ab ,\né"
+STITCH_TEXTS = st.lists(st.sampled_from(list(STITCH_ALPHABET)), max_size=80).map("".join)
+
+
+def valid_alone(merges: list[tuple[int, int, int]]) -> list[int]:
+    """The ids whose bytes encode, alone, to themselves: those an encoding can hold."""
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    return [i for i in range(256 + len(merges)) if seed_rule(list(tok.vocab[i]), tok.ranks) == [i]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    picks=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)), max_size=80),
+    texts=st.lists(STITCH_TEXTS, min_size=1, max_size=4),
+)
+def test_property_stitched_pieces_encode_like_the_whole(picks, texts):
+    merges = random_merges(picks, STITCH_ALPHABET.encode())
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    stitcher = Stitcher(tok.ranks, tok.vocab, {})
+    for text in texts:  # one stitcher for several texts: its memos carry over
+        assert stitcher.encode(text) == seed_rule(list(text.encode()), tok.ranks)
+        assert tok.encode(text, engine="pure") == seed_rule(list(text.encode()), tok.ranks)
+
+
+@settings(max_examples=150, deadline=None)
+@given(picks=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)), max_size=40))
+def test_property_compatible_pairs_are_those_that_encode_as_themselves(picks):
+    merges = random_merges(picks, STITCH_ALPHABET.encode())
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    stitcher = Stitcher(tok.ranks, tok.vocab, {})
+    tokens = [i for i in valid_alone(merges) if i >= 256 or i in STITCH_ALPHABET.encode()]
+    for a in tokens:
+        for b in tokens:
+            joined = seed_rule([*tok.vocab[a], *tok.vocab[b]], tok.ranks)
+            assert stitcher.compatible(a, b) == (joined == [a, b]), (a, b)
+
+
+def test_stitching_gives_up_past_its_repair_budget_and_stays_exact():
+    # Found by a random search: with no budget beyond the fixed slack, this text's repairs
+    # re-encode more than that, so the stitcher encodes the whole text at once instead.
+    merges = [(97, 98, 256), (256, 98, 257), (257, 97, 258), (258, 97, 259), (32, 98, 260)]
+    merges += [(260, 98, 261), (258, 258, 262), (256, 257, 263), (32, 256, 264), (98, 256, 265)]
+    merges += [(261, 32, 266), (98, 266, 267), (262, 266, 268), (259, 32, 269), (262, 256, 270)]
+    merges += [(264, 269, 271), (256, 270, 272), (258, 259, 273), (98, 264, 274), (269, 272, 275)]
+    merges += [(274, 257, 276), (259, 258, 277), (32, 263, 278), (268, 256, 279), (258, 275, 280)]
+    text = (
+        "aaba a bab b b bb  a b aa a ab bbaa bb a b  aaa  abaa a abb aa aaa bb aa abaabab bb   b"
+        "  b  aa b bbb b  bbabbab ab    ba  ab a b b b a  ab  a b bbaaba bb bbaab  aabaaa "
+        "abbaaaab abb   ab abbbaa bbbb aa"
+    )
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    stitcher = Stitcher(tok.ranks, tok.vocab, {})
+    stitcher.repair_budget = 0
+    assert stitcher.encode(text) == seed_rule(list(text.encode()), tok.ranks)

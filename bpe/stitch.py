@@ -1,0 +1,200 @@
+"""Naive byte-level encoding by pieces that are encoded alone, cached, and stitched together.
+
+Naive text is one long sequence, and tokens cross words ("of the"), so no fixed cut is safe.
+But seed 002's rule has a property that makes guessing safe (it is the "compatible tokens"
+argument of recent BPE work, proved here for this rule). Call a token sequence *valid* if it
+is the encoding of its own bytes. Then:
+
+1. A sequence is valid if and only if every pair of neighbours is (and, alone, each token).
+   Only if: no merge crosses a token boundary of an encoding, so each stretch of it evolved
+   as it would alone. If: merges are applied in increasing id order (a merge's parts have
+   smaller ids, so the ids applied never go down). Take `x y` valid and `X`, `Y` their
+   bytes, and a valid sequence ending in `x` whose bytes are `A X`. While no merge has
+   crossed the boundary `A|X` or `X|Y`, every stretch of `A X Y` is where it would be alone;
+   the first merge to cross `A|X` would then cross it in `A X` alone too (the same tokens
+   meet there at the same id, with the same tokens to their left), which never happens, and
+   likewise `X|Y` in `X Y`. So nothing crosses, and the encodings join.
+2. So if `enc(P)` and `enc(Q)` are valid and their junction pair `(p_last, q_first)` is, then
+   `enc(P + Q) == enc(P) + enc(Q)`. Where the pair is not valid, the two boundary tokens are
+   replaced by the encoding of their joined bytes and the new junctions are checked the same
+   way, leftwards while they fail; each step is again a join of valid sequences.
+
+`compatible(a, b)` decides a pair without encoding it: while `a`'s bytes and `b`'s evolve
+alone, the token ending `a`'s runs down `a`'s right spine and the one starting `b`'s down
+`b`'s left spine; a merge crosses if a learned pair of the two comes up while both are in
+place (`crosses_before`). Text is cut into words with their trailing spaces, punctuation runs
+likewise, which repeat: 2 MB of English is ~400k pieces of which ~45k distinct, and ~30% of
+junctions need a repair (tokens such as "e " or " of the" cross them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import cast
+
+import regex
+
+from bpe.encoder import encode_ids
+
+_INFINITE = 1 << 62
+# Words with the spaces after them, runs of other non-spaces likewise, and leading spaces: every
+# character is in exactly one class, so the pieces cover the text.
+_PIECE = regex.compile(r"\w+\s*|[^\w\s]+\s*|\s+")
+# Memos are cleared when they grow past this many entries, so memory stays bounded.
+_MEMO_LIMIT = 500_000
+
+
+def crosses_before(
+    left: int,
+    right: int,
+    limit: int,
+    ranks: dict[tuple[int, int], int],
+    parts: dict[int, tuple[int, int]],
+) -> bool:
+    """True if a merge with id below `limit` joins the bytes of `left` and `right` placed side by
+    side, both tokens being the encodings of their own bytes.
+
+    While both evolve alone, the token ending `left`'s bytes runs down its right spine (each
+    token there is made at its id) and the token starting `right`'s runs down its left spine.
+    Walk the configurations (last of left, first of right) from the latest back: each is in
+    place from the later of the two ids until one of them is merged into its parent (`until_l`,
+    `until_r`); a learned pair `c` of the two crosses if it comes before both (at `until_r` the
+    crossing pair is further left, so it is merged first).
+    """
+    until_l = until_r = limit
+    a, b = left, right
+    while True:
+        crossing = ranks.get((a, b))
+        if crossing is not None and crossing < until_l and crossing <= until_r:
+            return True
+        if a > b:
+            if a not in parts:
+                return False
+            until_l = a
+            a = parts[a][1]
+        else:
+            if b not in parts:
+                return False
+            until_r = b
+            b = parts[b][0]
+
+
+class Stitcher:
+    """Encodes naive byte-level text by cached pieces joined at checked junctions."""
+
+    def __init__(
+        self,
+        ranks: dict[tuple[int, int], int],
+        vocab: dict[int, bytes],
+        piece_cache: dict[str, list[int]],
+    ) -> None:
+        self.ranks = ranks
+        self.vocab = vocab
+        self.parts = {new: pair for pair, new in ranks.items()}
+        self.pieces = piece_cache  # piece text -> its encoding alone (shared, bounded by owner)
+        self.valid: dict[tuple[int, int], bool] = {}  # pair -> encodes as itself
+        self.joined: dict[tuple[int, int], list[int]] = {}  # invalid pair -> enc(its bytes)
+        self.repair_budget = 4  # bytes re-encoded per byte of text, at most
+
+    def clear(self) -> None:
+        self.valid.clear()
+        self.joined.clear()
+
+    def compatible(self, a: int, b: int) -> bool:
+        """`[a, b]` is the encoding of `a`'s bytes then `b`'s (both valid alone)."""
+        ok = self.valid.get((a, b))
+        if ok is None:
+            if len(self.valid) >= _MEMO_LIMIT:
+                self.valid.clear()
+            ok = self.valid[a, b] = not crosses_before(a, b, _INFINITE, self.ranks, self.parts)
+        return ok
+
+    def encode(self, text: str) -> list[int]:
+        pieces = _PIECE.findall(text)
+        if not pieces:
+            return []
+        encodings = self._encode_pieces(pieces)
+        # Junction j lies between pieces j - 1 and j; most are valid and need no Python loop.
+        lasts = map(operator.itemgetter(-1), encodings)
+        firsts = map(operator.itemgetter(0), itertools.islice(encodings, 1, None))
+        junctions = list(zip(lasts, firsts, strict=False))  # one fewer junction than pieces
+        valid = self.valid
+        unknown = set(
+            itertools.compress(junctions, map(operator.not_, map(valid.__contains__, junctions)))
+        )
+        if len(valid) + len(unknown) > _MEMO_LIMIT:
+            valid.clear()
+            unknown = set(junctions)
+        ranks, parts = self.ranks, self.parts
+        for a, b in unknown:
+            valid[a, b] = not crosses_before(a, b, _INFINITE, ranks, parts)
+        known = list(map(valid.__getitem__, junctions))
+        failing = itertools.compress(itertools.count(1), map(operator.not_, known))
+        compatible = self.compatible
+        out = list(encodings[0])
+        done = 1  # pieces[:done] are in out
+        # Bytes re-encoded in repairs before giving up on stitching (which is then quadratic).
+        budget = self.repair_budget * len(text) + 64
+        chain = itertools.chain.from_iterable
+        valid_get = valid.get
+        joined, vocab = self.joined, self.vocab
+        last = len(pieces)
+        for j in failing:
+            if j < done:
+                continue
+            out += chain(encodings[done:j])
+            # Join piece j, and the next ones while a repair changed the last token (their
+            # junctions were judged against the old one). Written out, not in a helper: this
+            # runs at ~30% of the junctions of English, and calls cost more than the body.
+            while True:
+                ids = seq = encodings[j]
+                while out:
+                    a, b = out[-1], seq[0]
+                    ok = valid_get((a, b))
+                    if ok is None:
+                        ok = compatible(a, b)
+                    if ok:
+                        break
+                    out.pop()
+                    both = joined.get((a, b))
+                    if both is None:
+                        if len(joined) >= _MEMO_LIMIT:
+                            joined.clear()
+                        both = joined[a, b] = encode_ids([*vocab[a], *vocab[b]], ranks)
+                    if len(seq) == 1:
+                        seq = both
+                        continue
+                    c, d = both[-1], seq[1]
+                    ok = valid_get((c, d))
+                    if ok is None:
+                        ok = compatible(c, d)
+                    if ok:
+                        seq = both + seq[1:]
+                        continue
+                    data = vocab[a] + b"".join(map(vocab.__getitem__, seq))
+                    budget -= len(data)
+                    if budget < 0:  # repairs cascade: this text is not worth stitching
+                        return encode_ids(list(text.encode("utf-8")), ranks)
+                    seq = encode_ids(list(data), ranks)
+                out += seq
+                j += 1
+                if j == last or seq[-1] == ids[-1]:
+                    break
+            done = j
+        out += chain(encodings[done:])
+        return out
+
+    def _encode_pieces(self, pieces: list[str]) -> list[list[int]]:
+        cache = self.pieces
+        found = list(map(cache.get, pieces))
+        for at in itertools.compress(range(len(found)), map(operator.not_, found)):
+            piece = pieces[at]
+            ids = cache.get(piece)
+            if ids is None:
+                ids = encode_ids(list(piece.encode("utf-8")), self.ranks)
+                if len(cache) >= _MEMO_LIMIT:
+                    cache.clear()
+                cache[piece] = ids
+            found[at] = ids
+        return cast("list[list[int]]", found)  # every None filled in above
