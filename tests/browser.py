@@ -39,7 +39,7 @@ def serve_app(tmp: Path, jobs_mode: str = "thread") -> Iterator[tuple[str, objec
     (for tests that store tokenisers themselves)."""
     from werkzeug.serving import make_server
 
-    from webapp import create_app
+    from webapp import create_app, stop_runners
 
     app = create_app(
         {
@@ -56,8 +56,7 @@ def serve_app(tmp: Path, jobs_mode: str = "thread") -> Iterator[tuple[str, objec
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}", app
     server.shutdown()
-    app.extensions["bpe_jobs"].stop()
-    app.extensions["bpe_evaluations"].stop()
+    stop_runners(app)
     app.extensions["bpe_db"].dispose()
 
 

@@ -30,6 +30,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -42,13 +43,31 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 import bpe
-from webapp import create_app, db
+from webapp import create_app, db, stop_runners
 from webapp.convert import store_tokenizer
 from webapp.models import Owner
 from webapp.owners import OWNER_COOKIE, token_hash
 from webapp.uploads import store_text
 
 pytest_plugins = ["tests.browser"]  # the `browser` fixture of the real-browser tests
+
+# The background threads an app starts with run_jobs=True (webapp/jobs/).
+RUNNER_THREADS = ("bpe-job-runner", "bpe-evaluations", "bpe-job-sweep")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_runner_outlives_its_module():
+    """Every app a module starts with its runners must stop them (webapp.stop_runners): a
+    leaked runner polls the shared test database and claims the next tests' jobs."""
+    yield
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = sorted(t.name for t in threading.enumerate() if t.name in RUNNER_THREADS)
+        if not left:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"runner threads still running after this module: {left}")
+
 
 SAMPLE_TEXT = (
     "The quick brown fox jumps over the lazy dog. The dog sleeps; the fox runs on.\n"
@@ -306,7 +325,7 @@ def celery_workers(app_config, tmp_path):
 def app(app_config):
     app = create_app(app_config)
     yield app
-    app.extensions["bpe_jobs"].stop()
+    stop_runners(app)
     app.extensions["bpe_db"].dispose()
 
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 import bpe
 from tests.conftest import TEST_OWNER_TOKEN, ensure_owner, need_broker
 from tests.waiting import free_port, wait_for
-from webapp import create_app
+from webapp import create_app, stop_runners
 from webapp.jobs.celery_backend import TASK_NAME
 from webapp.jobs.settings import JobSettings
 from webapp.models import Corpus, Tokenizer, TrainingJob, utcnow
@@ -45,7 +45,7 @@ def web(celery_config):
     """A web app on the celery backend (it sends job ids; it never trains)."""
     app = create_app(celery_config, run_jobs=True)
     yield app
-    app.extensions["bpe_jobs"].stop()
+    stop_runners(app)
     app.extensions["bpe_db"].dispose()
 
 
@@ -163,7 +163,7 @@ def web_without_kill(celery_config):
     celery_config["JOBS_KILL_AFTER"] = 600.0
     app = create_app(celery_config, run_jobs=True)
     yield app
-    app.extensions["bpe_jobs"].stop()
+    stop_runners(app)
     app.extensions["bpe_db"].dispose()
 
 

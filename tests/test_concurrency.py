@@ -18,7 +18,7 @@ from sqlalchemy import select
 from werkzeug.serving import make_server
 
 from tests.conftest import JOB_BACKEND
-from webapp import create_app
+from webapp import create_app, stop_runners
 from webapp.models import Corpus, TrainingJob
 from webapp.uploads import store_text
 
@@ -34,7 +34,7 @@ def live_app(app_config, celery_workers):
     thread.start()
     yield app, f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
-    app.extensions["bpe_jobs"].stop()
+    stop_runners(app)
     app.extensions["bpe_db"].dispose()
 
 

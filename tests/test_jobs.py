@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 import bpe
 from tests.conftest import JOB_BACKEND
 from tests.waiting import wait_for
-from webapp import create_app
+from webapp import create_app, stop_runners
 from webapp.convert import load_tokenizer
 from webapp.models import Merge, Tokenizer, TrainingJob, VocabEntry, utcnow
 
@@ -261,6 +261,7 @@ def test_restart_marks_running_jobs_interrupted_and_they_can_run_again(
         assert restarted.extensions["bpe_jobs"].run_next() == new_id
         assert job_row(restarted, new_id).status == "succeeded"
     finally:
+        stop_runners(restarted)
         restarted.extensions["bpe_db"].dispose()
 
 
@@ -284,7 +285,7 @@ def test_queued_jobs_are_picked_up_after_a_restart(
     try:
         wait_for(lambda: job_row(restarted, job_id).status == "succeeded")
     finally:
-        restarted.extensions["bpe_jobs"].stop()
+        stop_runners(restarted)
         restarted.extensions["bpe_db"].dispose()
 
 
@@ -337,7 +338,7 @@ def _threaded_app(app_config, celery_workers):
     if JOB_BACKEND == "celery":
         celery_workers()
     yield app
-    app.extensions["bpe_jobs"].stop()
+    stop_runners(app)
     app.extensions["bpe_db"].dispose()
 
 

@@ -30,7 +30,7 @@ from sqlalchemy import select
 
 from tests.conftest import BrowserClient, ensure_owner
 from tests.test_owners import assert_no_orphans
-from webapp import create_app
+from webapp import create_app, stop_runners
 from webapp.models import Corpus, Tokenizer, TrainingJob
 from webapp.owners import new_token
 
@@ -107,7 +107,7 @@ class OwnersMachine(RuleBasedStateMachine):
         self.jobs: list[tuple[int, str, str]] = []  # (job id, corpus slug, owner)
 
     def teardown(self) -> None:
-        self.app.extensions["bpe_jobs"].stop()
+        stop_runners(self.app)
         self.app.extensions["bpe_db"].dispose()
         shutil.rmtree(self.tmp, ignore_errors=True)
 

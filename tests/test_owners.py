@@ -425,7 +425,7 @@ def test_renamed_items_show_their_names(client, make_tokenizer):
 
 
 def test_one_owner_cannot_fill_the_queue(app_config, make_owner):
-    from webapp import create_app
+    from webapp import create_app, stop_runners
 
     app_config.update(JOBS_PER_OWNER=2, JOBS_MAX_QUEUED=8)
     app = create_app(app_config)
@@ -450,5 +450,5 @@ def test_one_owner_cannot_fill_the_queue(app_config, make_owner):
         assert greedy.post(f"/c/{slug}/jobs/1/cancel").status_code == 303
         assert greedy.post(f"/c/{slug}/train", data=TRAIN).status_code == 303
     finally:
-        app.extensions["bpe_jobs"].stop()
+        stop_runners(app)
         app.extensions["bpe_db"].dispose()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import free_port, wait_for_server
-from webapp import create_app
+from webapp import create_app, stop_runners
 from webapp.models import TrainingJob, utcnow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,10 +48,10 @@ def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make
             assert second.extensions["bpe_jobs"]._thread is None
             assert job_status(second, job_id) == "running"  # not marked interrupted
         finally:
-            second.extensions["bpe_jobs"].stop()
+            stop_runners(second)
             second.extensions["bpe_db"].dispose()
     finally:
-        owner.extensions["bpe_jobs"].stop()
+        stop_runners(owner)
         owner.extensions["bpe_db"].dispose()
     # Once the owner is gone, the next serving process takes over and recovers the job.
     successor = create_app(app_config, run_jobs=True)
@@ -59,7 +59,7 @@ def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make
         assert successor.extensions["bpe_jobs"]._thread is not None
         assert job_status(successor, job_id) == "interrupted"
     finally:
-        successor.extensions["bpe_jobs"].stop()
+        stop_runners(successor)
         successor.extensions["bpe_db"].dispose()
 
 

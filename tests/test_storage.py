@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 import bpe
 from tests.conftest import SAMPLE_TEXT, TEST_OWNER_TOKEN
-from webapp import create_app
+from webapp import create_app, stop_runners
 from webapp.convert import store_tokenizer
 from webapp.models import Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob
 from webapp.uploads import normalize_stream
@@ -65,7 +65,7 @@ def test_start_up_removes_temp_files_of_a_killed_upload_but_not_of_a_live_one(ap
         try:
             assert _files(tmp_dir) == [os.path.basename(live.path)]
         finally:
-            app.extensions["bpe_jobs"].stop()
+            stop_runners(app)
             app.extensions["bpe_db"].dispose()
     finally:
         live.discard()
@@ -169,7 +169,7 @@ def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_d
         assert client.post(f"/t/{slug}/share", data={"text": "share me"}).status_code == 303
         assert _count(app, Corpus) == 2 and _count(app, PlaygroundShare) == 1
     finally:
-        app.extensions["bpe_jobs"].stop()
+        stop_runners(app)
         app.extensions["bpe_db"].dispose()
 
 
@@ -182,7 +182,7 @@ def test_a_corrupt_database_stops_start_up_with_one_line_naming_the_file(app_con
     client = app.test_client()
     for n in range(30):  # enough rows for the tables to span several pages
         client.post("/api/corpora", json={"text": f"corpus number {n} " * 200})
-    app.extensions["bpe_jobs"].stop()
+    stop_runners(app)
     app.extensions["bpe_db"].dispose()
     data = bytearray(path.read_bytes())
     assert len(data) > 8 * 4096
@@ -240,7 +240,7 @@ def test_a_job_whose_result_does_not_fit_fails_with_the_reason(
             statuses = [j.status for j in session.scalars(select(TrainingJob))]
             assert statuses == ["failed", "succeeded"]
     finally:
-        app.extensions["bpe_jobs"].stop()
+        stop_runners(app)
         app.extensions["bpe_db"].dispose()
 
 
@@ -288,7 +288,7 @@ def test_an_unwritable_database_answers_503_for_writes_while_reads_go_on(app_con
             assert train.status_code == 503
             assert client.get(f"/c/{slug}").status_code == 200  # and reads still go on
         finally:
-            app.extensions["bpe_jobs"].stop()
+            stop_runners(app)
             app.extensions["bpe_db"].dispose()
     finally:
         subprocess.run(["umount", "-l", str(read_only)], check=False)

@@ -98,3 +98,11 @@ def check_database() -> None:
     worker builds the app): SystemExit with one line naming a corrupt SQLite file."""
     settings = {**config.defaults(str(PROJECT_DIR / "instance")), **config.from_env(os.environ)}
     db.check_sqlite_file(settings["DATABASE_URL"])
+
+
+def stop_runners(app: Flask) -> None:
+    """Stop what this app runs in the background: the job runner and the evaluation runner (a
+    process that made several apps on one database, such as the tests, must stop each one's, or
+    an old runner claims the next app's work)."""
+    app.extensions["bpe_jobs"].stop()
+    app.extensions["bpe_evaluations"].stop()
