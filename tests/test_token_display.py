@@ -17,6 +17,7 @@ from webapp.token_display import (
     TokenInfo,
     byte_pieces,
     counts,
+    hex_bytes,
     needs_escape,
     split_character_groups,
     text_pieces,
@@ -247,3 +248,12 @@ def test_plain_text_takes_a_shortcut_to_the_same_pieces(text, whitespace, newlin
     if not any(0xD800 <= ord(c) <= 0xDFFF for c in text):
         shown = byte_pieces(data, whitespace=whitespace, newlines=newlines)
         assert shown == slow
+
+
+@given(st.binary(max_size=40), st.one_of(st.none(), st.integers(min_value=0, max_value=30)))
+def test_hex_bytes_is_each_byte_in_upper_case_hex(data, limit):
+    shown = data if limit is None else data[:limit]
+    expected = " ".join(f"{b:02X}" for b in shown)
+    if limit is not None and len(data) > limit:
+        expected += " …"
+    assert hex_bytes(data, limit=limit) == expected

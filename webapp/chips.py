@@ -229,7 +229,7 @@ def _count(added: int) -> None:
 def _groups(tok: bpe.Tokenizer, ids: Sequence[int]) -> list[tuple[int, int]] | None:
     """`character_groups` of the tokens, or None when every token stands alone (none of them
     is empty or starts with a continuation byte: only those can start inside a character)."""
-    if not any(map(_may_join(tok), ids)):
+    if not _any_may_join(tok, ids):
         return None
     return character_groups([tok.token_bytes(token_id) for token_id in ids])
 
@@ -279,20 +279,24 @@ _join_cache: weakref.WeakKeyDictionary[bpe.Tokenizer, bytearray] = weakref.WeakK
 _UNKNOWN, _STANDS_ALONE, _MAY_JOIN = 0, 1, 2
 
 
-def _may_join(tok: bpe.Tokenizer):
-    """id -> whether the token is empty or starts with a continuation byte (cached per id)."""
+def _any_may_join(tok: bpe.Tokenizer, ids: Sequence[int]) -> bool:
+    """Whether any of the tokens is empty or starts with a continuation byte; what each id is
+    is remembered per tokeniser, so a request only looks its ids up (in C, with map)."""
     with _cache_lock:
         known = _join_cache.get(tok)
         if known is None:
             known = _join_cache[tok] = bytearray(tok.id_limit)
+    try:
+        found = bytes(map(known.__getitem__, ids))
+    except IndexError:  # an id past id_limit: the tokeniser will refuse it; look one by one
+        return any(_joins(tok, token_id) for token_id in ids)
+    if _UNKNOWN in found:
+        for token_id in {ids[i] for i, flag in enumerate(found) if flag == _UNKNOWN}:
+            known[token_id] = _MAY_JOIN if _joins(tok, token_id) else _STANDS_ALONE
+        found = bytes(map(known.__getitem__, ids))
+    return _MAY_JOIN in found
 
-    def may_join(token_id: int) -> bool:
-        found = known[token_id] if 0 <= token_id < len(known) else _UNKNOWN
-        if found == _UNKNOWN:
-            data = tok.token_bytes(token_id)
-            found = _MAY_JOIN if not data or 0x80 <= data[0] <= 0xBF else _STANDS_ALONE
-            if 0 <= token_id < len(known):
-                known[token_id] = found
-        return found == _MAY_JOIN
 
-    return may_join
+def _joins(tok: bpe.Tokenizer, token_id: int) -> bool:
+    data = tok.token_bytes(token_id)
+    return not data or 0x80 <= data[0] <= 0xBF

@@ -140,7 +140,7 @@ def hex_bytes(data: bytes, *, limit: int | None = None) -> str:
     '20 74 68'
     """
     shown = data if limit is None else data[:limit]
-    text = " ".join(f"{b:02X}" for b in shown)
+    text = shown.hex(" ").upper()
     return text + " …" if limit is not None and len(data) > limit else text
 
 
