@@ -55,15 +55,16 @@ def main() -> None:
     (slug,) = store_tokenizers(app, [tok], store_corpus(app, train_text, name="zh"))
     client = app.test_client()
     url, headers = f"/t/{slug}/encode", {"HX-Request": "true", **owner_headers(client)}
-    samples, encode_only = [], []
+    samples, cpu, encode_only = [], [], []
     for index, text in enumerate(texts):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         response = client.post(url, data={"text": text}, headers=headers)
-        took = time.perf_counter() - started
+        took, took_cpu = time.perf_counter() - started, time.process_time() - started_cpu
         assert response.status_code == 200, response.status_code
         if index == 0:
             continue  # warm-up: loads the tokeniser and builds its tables
         samples.append(took)
+        cpu.append(took_cpu)
         fresh = bpe.Tokenizer(mode=tok.mode, merges=tok.merges, pattern=tok.pattern)
         fresh.encode(texts[0])  # tables built, cache then emptied
         fresh.clear_caches()
@@ -78,7 +79,8 @@ def main() -> None:
     )
     print(
         f"server time median {statistics.median(samples) * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms;"
-        f" encoding alone median {statistics.median(encode_only) * 1000:.0f} ms"
+        f" encoding alone median {statistics.median(encode_only) * 1000:.0f} ms;"
+        f" CPU time of the request median {statistics.median(cpu) * 1000:.0f} ms"
     )
 
 
