@@ -19,12 +19,12 @@ from webapp.template_filters import esc_filter
 from webapp.token_display import (
     INVALID_RULES,
     TokenInfo,
-    is_valid_utf8,
     split_character_groups,
     token_infos,
     token_view,
     token_views,
 )
+from webapp.utf8 import is_valid_utf8
 
 HOSTILE = (
     '<script>alert("x")</script> "\'><img src=x onerror=alert(1)> hx-get="/api" &amp; &lt;\n'

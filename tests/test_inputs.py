@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webapp.token_display import is_valid_utf8
+from webapp.utf8 import is_valid_utf8
 
 FORM = "application/x-www-form-urlencoded"
 

@@ -10,14 +10,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import bpe
-from webapp import token_display
+from webapp import token_display, utf8
 from webapp.token_display import (
     INVALID_RULES,
     Piece,
     TokenInfo,
     byte_pieces,
     counts,
-    hex_bytes,
     needs_escape,
     split_character_groups,
     text_pieces,
@@ -25,6 +24,7 @@ from webapp.token_display import (
     token_view,
     token_views,
 )
+from webapp.utf8 import hex_bytes
 
 VISIBLE = {"space": " ", "tab": "\t", "newline": "\n"}
 
@@ -54,7 +54,9 @@ def pieces_to_bytes(pieces: list[Piece]) -> bytes:
 
 def test_docstring_examples() -> None:
     result = doctest.testmod(token_display)
-    assert result.attempted >= 8 and result.failed == 0
+    assert result.attempted >= 6 and result.failed == 0
+    result = doctest.testmod(utf8)
+    assert result.attempted >= 2 and result.failed == 0
 
 
 @pytest.mark.parametrize(

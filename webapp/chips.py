@@ -31,10 +31,10 @@ from webapp.token_display import (
     PALETTE_SIZE,
     InvalidRule,
     TokenView,
-    is_valid_utf8,
     stream_view,
     token_infos,
 )
+from webapp.utf8 import is_valid_utf8
 
 # Chips kept per process, over all tokenisers and display settings: a request that leaves more
 # empties the cache, so memory stays bounded (~0.5 KB a chip) whatever texts visitors send.
@@ -260,7 +260,7 @@ def character_groups(datas: Sequence[bytes]) -> list[tuple[int, int]]:
 
 def _inside_character(data: bytes, offset: int) -> bool:
     """True if byte `offset` of `data` is strictly inside a whole multi-byte character, as
-    `token_display.utf8_spans` reads the bytes."""
+    `webapp.utf8.utf8_spans` reads the bytes."""
     if offset >= len(data) or not 0x80 <= data[offset] <= 0xBF:
         return False
     for lead_at in range(offset - 1, max(offset - 4, -1), -1):

@@ -10,17 +10,18 @@ sees for bytes that are not plain text:
   falls back to hex), `hex` shows the raw bytes, `replace` shows U+FFFD;
 - a words-mode token that ends a word gets a separate `</w>` marker piece.
 
-The functions return plain data (`Piece`, `TokenView`, `Counts`); the `_tokens.html` partial
-turns it into spans, and Jinja's autoescaping covers `<`, `&` and quotes. Nothing here imports
-Flask, so it is tested on its own.
+The functions return plain data (`Piece`, `TokenView`, `Counts`); `webapp.chips` turns it into
+escaped HTML spans. Nothing here imports Flask, so it is tested on its own.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from webapp.utf8 import hex_bytes, is_valid_utf8, utf8_spans
 
 InvalidRule = Literal["group", "hex", "replace"]
 INVALID_RULES: tuple[InvalidRule, ...] = ("group", "hex", "replace")
@@ -95,53 +96,6 @@ class Counts:
     @property
     def bytes_per_token(self) -> float | None:
         return self.bytes / self.tokens if self.tokens else None
-
-
-# ----- bytes -> characters ---------------------------------------------------------------------
-def utf8_spans(data: bytes) -> Iterator[tuple[int, int, bool]]:
-    """(start, end, valid) for each whole character, or each single byte that is not one.
-
-    >>> list(utf8_spans("a€".encode() + b"\\xe4"))
-    [(0, 1, True), (1, 4, True), (4, 5, False)]
-    """
-    i, n = 0, len(data)
-    while i < n:
-        lead = data[i]
-        if lead < 0x80:
-            yield i, i + 1, True
-            i += 1
-            continue
-        length = 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4
-        if lead <= 0xF4 and length <= n - i and _decodes(data[i : i + length]):
-            yield i, i + length, True
-            i += length
-        else:
-            yield i, i + 1, False
-            i += 1
-
-
-def _decodes(chunk: bytes) -> bool:
-    # The codec rejects overlong forms, surrogates and code points past U+10FFFF for us.
-    try:
-        chunk.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def is_valid_utf8(data: bytes) -> bool:
-    return _decodes(data)
-
-
-def hex_bytes(data: bytes, *, limit: int | None = None) -> str:
-    """Bytes as spaced upper-case hex, cut after `limit` bytes with "…".
-
-    >>> hex_bytes(b" th")
-    '20 74 68'
-    """
-    shown = data if limit is None else data[:limit]
-    text = shown.hex(" ").upper()
-    return text + " …" if limit is not None and len(data) > limit else text
 
 
 # ----- characters -> pieces ----------------------------------------------------------------------
