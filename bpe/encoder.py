@@ -14,7 +14,7 @@ import heapq
 import itertools
 
 # Below this length rescanning (each pass in C) beats the heap's bookkeeping.
-_HEAP_THRESHOLD = 12
+_HEAP_THRESHOLD = 16
 _NO_RANK = 1 << 62  # ranks.get's default while rescanning: later than any learned pair
 
 
@@ -55,29 +55,23 @@ class CharacterEncoder(dict[str, tuple[int, ...]]):
 
 
 def _encode_by_passes(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
-    """The rescanning rule with every pass done by C loops: look up all pairs, take the lowest
-    rank, merge its occurrences left to right (non-overlapping, as `merge_pair` does)."""
+    """The rescanning rule for short sequences: the ranks of all pairs kept in a list (min and
+    index run in C), the leftmost lowest merged, and only its two new neighbour pairs looked up.
+    Merging the leftmost occurrence one at a time is the seed's left-to-right pass: the pairs a
+    merge makes rank later, and an overlapping occurrence ("aaa") is gone once its left is."""
     get = ranks.get
-    no_rank = itertools.repeat(_NO_RANK)
-    while len(ids) > 1:
-        found = list(map(get, itertools.pairwise(ids), no_rank))
+    found = list(map(get, itertools.pairwise(ids), itertools.repeat(_NO_RANK)))
+    while found:
         best = min(found)
         if best == _NO_RANK:
             break
         at = found.index(best)
-        if found.count(best) == 1:
-            ids[at : at + 2] = (best,)
-            continue
-        # Equal ranks mean equal pairs; after a merge at `at` the next one may start at at + 2.
-        starts = [at]
-        for _ in range(found.count(best) - 1):
-            try:
-                at = found.index(best, at + 2)
-            except ValueError:
-                break
-            starts.append(at)
-        for at in reversed(starts):
-            ids[at : at + 2] = (best,)
+        ids[at : at + 2] = (best,)
+        del found[at]
+        if at:
+            found[at - 1] = get((ids[at - 1], best), _NO_RANK)
+        if at < len(found):
+            found[at] = get((best, ids[at + 1]), _NO_RANK)
     return ids
 
 
