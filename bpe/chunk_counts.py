@@ -19,9 +19,12 @@ counted in one piece, in this process.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import io
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -114,7 +117,7 @@ class _Helper:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                [sys.executable, "-m", "bpe.chunk_counts"],
+                [sys.executable, "-m", "bpe.chunk_counts", str(os.getpid())],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -176,7 +179,23 @@ class _Helper:
         self.ok = True
 
 
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a killed web worker must not
+    leave its helper counting), and exit if the parent is already gone. Elsewhere the helper
+    ends once the closed pipes tell it."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # no libc to ask: pipes end it
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # it died before the request was in place
+        os._exit(1)
+
+
 def _helper_main() -> None:
+    if len(sys.argv) > 1:
+        _die_with_parent(int(sys.argv[1]))
     text = sys.stdin.buffer.read().decode("utf-8")
     counts = list(_count_in_blocks(text).items())
     for start in range(0, len(counts), _PIECE_CHUNKS):

@@ -327,3 +327,51 @@ def test_property_byte_pair_buckets_list_every_position_in_order(data):
             expected.setdefault(left * k + right, []).append(p)
     got = bpe.efficient._byte_pairs(layout, k, lambda: None)
     assert {key: list(where) for key, where in got.items()} == expected
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")  # dead, waiting to be reaped
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs Linux's /proc")
+def test_the_chunk_count_helper_dies_with_its_parent():
+    # A parent that starts the helper on a large text, and is then killed -9 (a web worker
+    # killed mid-training). Once the helper has read the text (it asks for the signal before
+    # reading), it is stopped (SIGSTOP), so it cannot end by itself however the pipes behave:
+    # only the death signal its parent's death sends can end it.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import time, bpe.chunk_counts as c\n"
+        "helper = c._Helper('The cat sat on the mat. ' * 800_000)\n"
+        "helper.feeder.join()\n"
+        "print(helper.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    helper = None
+    try:
+        assert parent.stdout is not None
+        helper = int(parent.stdout.readline())  # the text is in its pipe: it asked already
+        os.kill(helper, signal.SIGSTOP)
+        parent.kill()
+        parent.wait()
+        for _ in range(300):  # up to 30 s, generous for a loaded machine
+            if _gone(helper):
+                break
+            time.sleep(0.1)
+        assert _gone(helper), "the helper outlived its parent"
+    finally:
+        parent.kill()
+        parent.wait()
+        if helper is not None and not _gone(helper):
+            os.kill(helper, signal.SIGKILL)
