@@ -25,8 +25,11 @@ install: $(STAMP)
 
 # Creates or upgrades the SQLite database under instance/, then serves on http://127.0.0.1:$PORT
 # (default 5000) with gunicorn: one worker process with threads, which runs the jobs too.
+# `flask sample` queues the sample corpus's two tokenisers unless they exist (the server trains
+# them in its first seconds), so a first visitor opens them without waiting.
 run: install
 	$(BIN)/flask --app webapp db-upgrade
+	$(BIN)/flask --app webapp sample
 	$(BIN)/gunicorn --config python:webapp.gunicorn_conf webapp.wsgi:app
 
 # Headless Chromium for the end-to-end tests (Debian's package; as root only).

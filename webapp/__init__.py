@@ -21,6 +21,7 @@ from webapp import (
     inputs,
     jobs,
     owners,
+    sample,
     security,
     template_filters,
     uploads,
@@ -59,11 +60,13 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     owners.init_app(app)
     template_filters.init_app(app)
     imports.init_app(app)
+    sample.init_app(app)
 
     from webapp.views import api, compare, corpora, home, manage, owner, text_evaluation, tokenizers
     from webapp.views import evaluations as evaluation_views
     from webapp.views import imports as import_views
     from webapp.views import jobs as job_views
+    from webapp.views import sample as sample_views
 
     for view_module in (
         home,
@@ -77,6 +80,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         text_evaluation,
         manage,
         owner,
+        sample_views,
     ):
         app.register_blueprint(view_module.bp)
 
