@@ -155,6 +155,7 @@ class EmbeddedRunner(JobBackend):
                     for job_id, child in list(children.items()):
                         if self.supervisor.look(child, cancel=job_id in cancels):
                             del children[job_id]
+                            self._wake.set()  # a slot is free: start the next job now, not in 1 s
                 except Exception:
                     log.exception("job runner iteration failed; retrying")
                     time.sleep(0.5)
