@@ -4,6 +4,7 @@ from then on every visitor opens them at once. Nobody owns them (webapp/sample.p
 
 from __future__ import annotations
 
+import html
 import re
 
 from sqlalchemy import select, update
@@ -11,9 +12,9 @@ from sqlalchemy import select, update
 import bpe
 from tests.test_jobs import count
 from webapp.models import Corpus, Tokenizer, TrainingJob
-from webapp.sample import SAMPLE_NAME, SAMPLE_VOCAB_SIZE, sample_text
+from webapp.sample import DEMO_TEXT, SAMPLE_NAME, SAMPLE_VOCAB_SIZE, sample_text
 
-COMPARE_LINK = re.compile(r'href="(/compare/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+)"')
+COMPARE_LINK = re.compile(r'href="(/compare/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+\?text=[^"]+)"')
 
 
 def sample_jobs(app) -> list[TrainingJob]:
@@ -63,11 +64,15 @@ def test_one_click_trains_the_sample_and_lands_on_the_comparison(app, client, st
     assert compare_url.startswith("/compare/")
     assert client.get("/sample").headers["Location"] == compare_url  # without JS too
     page = client.get(compare_url)
-    assert page.status_code == 200 and SAMPLE_NAME in page.get_data(as_text=True)
+    assert page.status_code == 200
+    body = page.get_data(as_text=True)
+    # It opens on the demo text, already cut by both: the boundary diff and a verdict show.
+    assert SAMPLE_NAME in body and 'class="diff-summary"' in body
+    assert "fewer token" in body and html.escape(DEMO_TEXT.splitlines()[1]) in body
     # Now every visitor, one who owns nothing included, gets plain links and no wait.
     for visitor in (client, stranger):
         home = visitor.get("/").get_data(as_text=True)
-        assert COMPARE_LINK.search(home).group(1) == compare_url
+        assert html.unescape(COMPARE_LINK.search(home).group(1)) == compare_url
         assert "Try the sample" not in home
     assert client.post("/sample").headers["Location"] == compare_url
     assert count(app, TrainingJob) == 2
@@ -121,3 +126,31 @@ def test_flask_sample_queues_the_pair_once(app, runner, job_runner):
     assert runner.invoke(args=["sample"]).output.strip() == "sample: ready (or already training)"
     assert train_queued(job_runner) == 2
     assert count(app, Tokenizer) == 2
+
+
+def test_each_sample_tokeniser_offers_the_other_to_compare_with(
+    app, client, stranger, job_runner, make_tokenizer
+):
+    other_slug = make_tokenizer().slug  # on another corpus: not offered the sample pair
+    client.post("/sample")
+    train_queued(job_runner)
+    with app.extensions["bpe_db"].read_scope() as session:
+        rows = {t.mode: t.slug for t in session.scalars(select(Tokenizer))}
+    for visitor in (client, stranger):
+        page = visitor.get(f"/t/{rows['naive']}").get_data(as_text=True)
+        assert f'<option value="{rows["chunked"]}">' in page
+    # A visitor's own tokeniser on the sample corpus is offered the site's pair to compare with.
+    with app.extensions["bpe_db"].read_scope() as session:
+        corpus = session.scalar(select(Corpus).where(Corpus.name == SAMPLE_NAME))
+    client.post(f"/c/{corpus.slug}/train", data={"vocab_size": "300"})
+    train_queued(job_runner)
+    with app.extensions["bpe_db"].read_scope() as session:
+        mine = session.scalar(
+            select(Tokenizer).where(
+                Tokenizer.owner_id.is_not(None), Tokenizer.corpus_id == corpus.id
+            )
+        )
+    page = client.get(f"/t/{mine.slug}").get_data(as_text=True)
+    assert f'<option value="{rows["chunked"]}">' in page
+    assert f'<option value="{rows["naive"]}">' in page
+    assert f"/t/{rows['chunked']}" not in client.get(f"/t/{other_slug}").get_data(as_text=True)

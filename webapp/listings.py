@@ -103,10 +103,14 @@ def count_tokenizers(session: Session, corpus_id: int) -> int:
 
 def compare_choices(session: Session, row: Tokenizer, *, owner_id: int | None) -> list[Tokenizer]:
     """The visitor's own other live tokenisers of the same corpus, newest first (the "compare
-    with…" choices)."""
+    with…" choices), after the site's sample pair when `row` is one of them (their links are
+    on the home page for everyone)."""
+    from webapp.sample import sample_siblings  # the sample module builds on these queries
+
+    siblings = sample_siblings(session, row)
     if owner_id is None:
-        return []
-    return list(
+        return siblings
+    return siblings + list(
         session.scalars(
             select(Tokenizer)
             .where(

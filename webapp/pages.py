@@ -12,7 +12,7 @@ from webapp.downloads import DOWNLOADS
 from webapp.jobs.settings import JobSettings, smallest_vocab
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.models import Corpus, TrainingJob
-from webapp.sample import find_sample
+from webapp.sample import comparison_url, find_sample
 from webapp.security import Forbidden, external_url
 from webapp.uploads import PREVIEW_CHARS
 
@@ -103,11 +103,13 @@ def render_home(
 
     session = db.session()
     owner_id = owners.current_owner_id()
+    sample = find_sample(session)
     html = render_template(
         "home.html",
         corpora=listings.recent_corpora(session, owner_id=owner_id),
         tokenizers=listings.recent_tokenizers(session, owner_id=owner_id),
-        sample=find_sample(session),
+        sample=sample,
+        sample_compare_url=comparison_url(sample),
         error=error,
         import_error=import_error,
         form=form or {},

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 import click
-from flask import Flask, current_app
+from flask import Flask, current_app, url_for
 from flask.cli import with_appcontext
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -159,6 +159,14 @@ def sample_sha256() -> str:
     return hashlib.sha256(sample_text().encode("utf-8")).hexdigest()
 
 
+# What the comparison opens with, so its text box shows both cuts at once: a sentence like the
+# sample's own, a number, code and Chinese (where naive and chunked differ most visibly).
+DEMO_TEXT = (
+    "The careful reader compares the tokens of this sentence, 1,024 times before lunch.\n"
+    "def merge(ids, pair, new_id):\n"
+    "北京今天下雨，我们在图书馆读书。\n"
+)
+
 # ----- the site-wide sample: its corpus, its two tokenisers, the jobs that train them ---------
 MODES = ("naive", "chunked")
 SAMPLE_SETTINGS = {
@@ -233,6 +241,29 @@ def find_sample(session: Session) -> SampleState:
         if SAMPLE_SETTINGS.get(settings.mode) == settings:
             state.jobs[settings.mode] = job  # the latest one per mode
     return state
+
+
+def comparison_url(state: SampleState) -> str | None:
+    """The pair's comparison, opened on DEMO_TEXT; None until both tokenisers exist."""
+    if not state.ready:
+        return None
+    naive, chunked = state.tokenizers["naive"], state.tokenizers["chunked"]
+    return url_for("compare.show", slug_a=naive.slug, slug_b=chunked.slug, text=DEMO_TEXT)
+
+
+def sample_siblings(session: Session, row: Tokenizer) -> list[Tokenizer]:
+    """The sample pair (but `row`) when `row` was trained on the sample corpus, by the site or
+    by a visitor: what anyone training on the sample wants to hold theirs against."""
+    if row.corpus_id is None:
+        return []
+    state = find_sample(session)
+    if state.corpus is None or row.corpus_id != state.corpus.id:
+        return []
+    return [
+        state.tokenizers[m]
+        for m in MODES
+        if m in state.tokenizers and state.tokenizers[m].id != row.id
+    ]
 
 
 def start_sample(app: Flask) -> list[int]:

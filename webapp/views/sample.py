@@ -8,16 +8,9 @@ from flask import Blueprint, current_app, make_response, redirect, render_templa
 from webapp import db
 from webapp.errors import UserError
 from webapp.pages import render_home
-from webapp.sample import SampleState, find_sample, start_sample
+from webapp.sample import comparison_url, find_sample, start_sample
 
 bp = Blueprint("sample", __name__)
-
-
-def comparison_url(state: SampleState) -> str | None:
-    if not state.ready:
-        return None
-    naive, chunked = state.tokenizers["naive"], state.tokenizers["chunked"]
-    return url_for("compare.show", slug_a=naive.slug, slug_b=chunked.slug)
 
 
 @bp.post("/sample")
