@@ -8,6 +8,13 @@ on, terminates a child that does not stop in time, and records a child that died
 recording anything. Whoever starts a child stops it, and a child whose supervisor is gone
 (killed with -9) notices at its next stop check and leaves quietly, marking the job
 `interrupted`.
+
+A stop is asked through a pipe, not a multiprocessing Event: an Event is five named POSIX
+semaphores, registered with multiprocessing's resource tracker and unregistered only by
+finalizers at a clean exit. A server stopped with Ctrl-C (the terminal signals every process of
+the group, and gunicorn's master signals its worker again) or killed skipped them, and the
+tracker printed "leaked semaphore objects" at shutdown. A pipe is two file descriptors, which
+the kernel closes whatever happens; its end closing also tells the child its supervisor is gone.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,9 +43,12 @@ class SupervisorGone(BaseException):
 
 
 def child_main(
-    job_id: int, database_url: str, stop_event: Any, interval: float, niceness: int = 0
+    job_id: int, database_url: str, stop_receiver: Any, interval: float, niceness: int = 0
 ) -> None:
     """Entry point of a training child process."""
+    # Ctrl-C in the server's terminal reaches this process too; stopping it is the supervisor's
+    # job (it marks the job interrupted), so no KeyboardInterrupt traceback here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if niceness > 0:
         # A training is batch work: on a busy machine the requests of the web process that
         # started it come first (the chunk-counting helpers it starts inherit this).
@@ -45,11 +56,19 @@ def child_main(
     supervisor = os.getppid()
     database = Database(database_url)
     store = JobStore(database)
+    asked = False
 
     def stop() -> bool:
+        nonlocal asked
         if os.getppid() != supervisor:
             raise SupervisorGone()
-        return stop_event.is_set()
+        if not asked and stop_receiver.poll():
+            try:
+                stop_receiver.recv_bytes()
+            except EOFError:  # the supervisor's end closed before this process was reparented
+                raise SupervisorGone() from None
+            asked = True
+        return asked
 
     try:
         run_job(store, job_id, interval=interval, stop=stop)
@@ -66,9 +85,12 @@ def child_main(
 class TrainingChild:
     job_id: int
     process: Any
-    stop_event: Any
+    stop_sender: Any  # a Connection: one message asks the child to stop
     started: float = field(default_factory=time.monotonic)
     cancel_sent: float | None = None
+
+    def ended(self) -> None:
+        self.stop_sender.close()
 
 
 class Supervisor:
@@ -83,21 +105,28 @@ class Supervisor:
         self.niceness = niceness
 
     def spawn(self, job_id: int) -> TrainingChild:
-        stop_event = _CONTEXT.Event()
+        receiver, sender = _CONTEXT.Pipe(duplex=False)
         process = _CONTEXT.Process(
             target=child_main,
-            args=(job_id, self.store.database.url, stop_event, self.interval, self.niceness),
+            args=(job_id, self.store.database.url, receiver, self.interval, self.niceness),
             name=f"bpe-train-{job_id}",
             daemon=True,
         )
-        process.start()
-        return TrainingChild(job_id, process, stop_event)
+        try:
+            process.start()
+        except BaseException:
+            sender.close()
+            raise
+        finally:
+            receiver.close()  # the child has its own copy
+        return TrainingChild(job_id, process, sender)
 
     def look(self, child: TrainingChild, *, cancel: bool) -> bool:
         """One look at a child; True once it has ended and its job is recorded."""
         now = time.monotonic()
         if cancel and child.cancel_sent is None:
-            child.stop_event.set()
+            with contextlib.suppress(OSError):  # a child that already ended closed its end
+                child.stop_sender.send_bytes(b"stop")
             child.cancel_sent = now
         if child.process.is_alive():
             if child.cancel_sent is not None and now - child.cancel_sent > self.kill_after:
@@ -106,6 +135,7 @@ class Supervisor:
                 return True
             return False
         child.process.join(2)
+        child.ended()
         # The child records its own outcome; a job still running means it died first.
         if self.store.status(child.job_id) == JobStatus.RUNNING:
             if child.cancel_sent is not None:
@@ -131,6 +161,7 @@ class Supervisor:
         if child.process.is_alive():
             child.process.kill()
             child.process.join(2)
+        child.ended()
 
     @staticmethod
     def _age(child: TrainingChild) -> float:
