@@ -17,7 +17,7 @@ import pytest
 
 from tests.waiting import free_port, wait_for_server
 from webapp import create_app, stop_runners
-from webapp.models import TrainingJob, utcnow
+from webapp.models import Evaluation, TrainingJob, utcnow
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -58,6 +58,51 @@ def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make
     try:
         assert successor.extensions["bpe_jobs"]._thread is not None
         assert job_status(successor, job_id) == "interrupted"
+    finally:
+        stop_runners(successor)
+        successor.extensions["bpe_db"].dispose()
+
+
+def running_evaluation(app, tokenizer) -> int:
+    with app.extensions["bpe_db"].session_scope() as session:
+        row = Evaluation(
+            tokenizer_id=tokenizer.id,
+            corpus_id=tokenizer.corpus_id,
+            status="running",
+            started_at=utcnow(),
+        )
+        session.add(row)
+        session.flush()
+        return row.id
+
+
+def evaluation_status(app, evaluation_id: int) -> str:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.get_one(Evaluation, evaluation_id).status
+
+
+def test_one_serving_process_of_several_runs_the_evaluations(app_config, make_tokenizer, app):
+    """gunicorn workers each build the app with run_jobs=True: the evaluation runner is one of
+    them (its own file lock), so a second worker starting never marks the first's running
+    evaluation interrupted; once the first is gone, the next one recovers it."""
+    app_config["JOBS_MODE"] = "thread"
+    first = create_app(app_config, run_jobs=True)
+    try:
+        evaluation_id = running_evaluation(first, make_tokenizer())
+        second = create_app(app_config, run_jobs=True)
+        try:
+            assert second.extensions["bpe_evaluations"]._thread is None
+            assert evaluation_status(second, evaluation_id) == "running"
+        finally:
+            stop_runners(second)
+            second.extensions["bpe_db"].dispose()
+    finally:
+        stop_runners(first)
+        first.extensions["bpe_db"].dispose()
+    successor = create_app(app_config, run_jobs=True)
+    try:
+        assert successor.extensions["bpe_evaluations"]._thread is not None
+        assert evaluation_status(successor, evaluation_id) == "interrupted"
     finally:
         stop_runners(successor)
         successor.extensions["bpe_db"].dispose()

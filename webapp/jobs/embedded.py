@@ -32,12 +32,13 @@ log = logging.getLogger(__name__)
 MODES = ("thread", "inline", "manual")
 
 
-def runner_lock_path(database_url: str, instance_path: str) -> Path:
-    """The lock that makes one process the runner of one database's jobs."""
+def runner_lock_path(database_url: str, instance_path: str, kind: str = "runner") -> Path:
+    """The lock that makes one process the runner of one database's jobs (kind "runner") or
+    of its evaluations (kind "evaluations")."""
     if database_url.startswith("sqlite:///") and ":memory:" not in database_url:
-        return Path(database_url[len("sqlite:///") :] + ".runner.lock")
+        return Path(database_url[len("sqlite:///") :] + f".{kind}.lock")
     digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
-    return Path(instance_path) / f"job-runner-{digest}.lock"
+    return Path(instance_path) / f"job-{kind}-{digest}.lock"
 
 
 class RunnerLock:

@@ -18,6 +18,7 @@ import multiprocessing
 import threading
 import time
 from array import array
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
@@ -27,6 +28,7 @@ from bpe.evaluate import EvaluationCancelled, evaluate
 from webapp.convert import load_tokenizer
 from webapp.db import Database
 from webapp.evaluations import Limits, claim_next, recover, request_evaluation
+from webapp.jobs.embedded import RunnerLock, runner_lock_path
 from webapp.models import Corpus, Evaluation, JobStatus, Tokenizer, utcnow
 
 log = logging.getLogger(__name__)
@@ -104,10 +106,20 @@ def _child_main(evaluation_id: int, database_url: str) -> None:
 class EvaluationRunner:
     """One thread, one child process at a time; inline (tests) runs in the caller's thread."""
 
-    def __init__(self, database: Database, *, inline: bool, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        inline: bool,
+        limits: Limits | None = None,
+        lock_path: Path | None = None,
+    ) -> None:
         self.database = database
         self.inline = inline
         self.limits = limits or Limits()
+        # Several serving processes (gunicorn workers) each start a runner: the lock lets one
+        # run the queue, so no start-up marks another process's running evaluation interrupted.
+        self._lock = RunnerLock(lock_path) if lock_path is not None else None
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -132,6 +144,9 @@ class EvaluationRunner:
     def start(self) -> None:
         if self.inline or self._thread is not None:
             return
+        if self._lock is not None and not self._lock.acquire():
+            log.info("another process runs this database's evaluations (%s)", self._lock.path)
+            return
         recover(self.database)
         self._thread = threading.Thread(target=self._loop, name="bpe-evaluations", daemon=True)
         self._thread.start()
@@ -147,6 +162,8 @@ class EvaluationRunner:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self._lock is not None:
+            self._lock.release()
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -191,6 +208,9 @@ def init_app(app: Flask, *, run_jobs: bool) -> EvaluationRunner:
         limits=Limits(
             per_owner=app.config["JOBS_PER_OWNER"],
             max_queued=app.config["JOBS_MAX_RUNNING"] + app.config["JOBS_MAX_QUEUED"],
+        ),
+        lock_path=runner_lock_path(
+            app.extensions["bpe_db"].url, app.instance_path, kind="evaluations"
         ),
     )
     app.extensions["bpe_evaluations"] = runner
