@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml $(LOCK)
 install: $(STAMP)
 
 # Creates or upgrades the SQLite database under instance/, then serves on http://127.0.0.1:$PORT
-# (default 5000) with gunicorn: one worker process with threads, which runs the jobs too.
+# (default 5000) with gunicorn: a worker process per core with threads; one runs the jobs too.
 # `flask sample` queues the sample corpus's two tokenisers unless they exist (the server trains
 # them in its first seconds), so a first visitor opens them without waiting.
 run: install

@@ -152,6 +152,9 @@ def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
         "PORT": str(port),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
         "BPE_JOBS_MODE": "thread",
+        # Several workers on a fresh database, whatever this machine's core count: the schema
+        # is made once (in the master), one worker runs the job, any worker takes the requests.
+        "WEB_CONCURRENCY": "3",
     }
     server = subprocess.Popen(
         ["bash", "-c", "exec " + command.replace("$(BIN)", str(BIN))],
@@ -181,3 +184,4 @@ def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
         _, stderr = server.communicate(timeout=30)
     assert server.returncode == 0, stderr.decode(errors="replace")[-2000:]
     assert b"Traceback" not in stderr
+    assert stderr.count(b"Booting worker with pid") == 3

@@ -99,9 +99,18 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
 
 def check_database() -> None:
     """The start-up check of the database alone (a server's master process runs it before any
-    worker builds the app): SystemExit with one line naming a corrupt SQLite file."""
+    worker builds the app): SystemExit with one line naming a corrupt SQLite file. Then the
+    schema upgrade (unless BPE_AUTO_MIGRATE is off), so that several workers starting at once
+    find the schema at its head instead of all running the same migrations together."""
     settings = {**config.defaults(str(PROJECT_DIR / "instance")), **config.from_env(os.environ)}
     db.check_sqlite_file(settings["DATABASE_URL"])
+    if not settings["AUTO_MIGRATE"]:
+        return
+    database = db.Database(settings["DATABASE_URL"], busy_timeout=settings["SQLITE_BUSY_TIMEOUT"])
+    try:
+        db.upgrade(database)
+    finally:
+        database.dispose()  # the workers are forked from this process: no connection crosses
 
 
 def stop_runners(app: Flask) -> None:

@@ -1,10 +1,13 @@
 """gunicorn settings for the README's run command (`make run`).
 
-One worker process with threads: that process imports `webapp.wsgi` and so owns the embedded
-job runner (several workers would each try; the runner lock lets only one run jobs, and the
-others would only add memory). Set `PORT` (default 5000) and `HOST` (default 127.0.0.1; use
-0.0.0.0 only behind a proxy you trust). With BPE_JOB_BACKEND=celery the web holds no jobs, and
-`WEB_CONCURRENCY` may raise the worker count.
+Worker processes with threads: one per core, at most 4 (`WEB_CONCURRENCY` sets the number), 8
+threads each (`BPE_WEB_THREADS`). Threads alone left one core idle: the GIL lets one thread of
+a process run Python at a time, and a request is mostly Python. Every worker imports
+`webapp.wsgi` and so asks to run the embedded jobs and evaluations; their file locks let
+exactly one worker run each (a job submitted through another worker is picked up by the
+runner's next look at the queue, within a second), and whichever worker takes over after a
+restart recovers what was left. Set `PORT` (default 5000) and `HOST` (default 127.0.0.1; use
+0.0.0.0 only behind a proxy you trust). With BPE_JOB_BACKEND=celery the web holds no jobs.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import os
 
 bind = f"{os.environ.get('HOST') or '127.0.0.1'}:{os.environ.get('PORT') or '5000'}"
-workers = int(os.environ.get("WEB_CONCURRENCY") or 1)
+workers = int(os.environ.get("WEB_CONCURRENCY") or min(os.cpu_count() or 1, 4))
 threads = int(os.environ.get("BPE_WEB_THREADS") or 8)
 # Uploads of up to BPE_MAX_UPLOAD_MB stream through one request; give slow links time.
 timeout = 300
@@ -28,8 +31,9 @@ limit_request_line = 8190
 
 
 def on_starting(server) -> None:
-    """A corrupt database stops the server here, in the master, with one line: a worker that
-    exited at boot would only be started again and again."""
+    """In the master, before any worker starts: a corrupt database stops the server here with
+    one line (a worker that exited at boot would only be started again and again), and the
+    schema is upgraded once rather than by every worker at the same moment."""
     from webapp import check_database
 
     check_database()

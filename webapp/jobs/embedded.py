@@ -110,7 +110,8 @@ class EmbeddedRunner(JobBackend):
         if self._thread is not None:
             return
         if self.mode == "thread" and self._lock is not None and not self._lock.acquire():
-            log.warning("another process runs this database's jobs (%s is locked)", self._lock.path)
+            # The other gunicorn workers of the README's server, or a second server by mistake.
+            log.info("another process runs this database's jobs (%s is locked)", self._lock.path)
             return
         try:
             self.recover()
