@@ -311,3 +311,29 @@ def _answers(port: int) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def test_a_worker_runs_an_evaluation_that_the_web_process_only_queued(
+    web, celery_workers, make_tokenizer
+):
+    from tests.conftest import SAMPLE_TEXT
+    from webapp.evaluations import claim
+    from webapp.models import Evaluation
+
+    tok = make_tokenizer()
+    database = web.extensions["bpe_db"]
+    evaluation_id = web.extensions["bpe_evaluations"].submit(
+        tokenizer_id=tok.id, corpus_id=tok.corpus_id
+    )
+
+    def row() -> Evaluation:
+        with database.read_scope() as session:
+            return session.get_one(Evaluation, evaluation_id)
+
+    assert row().status == "queued"  # the web process sent the id; it runs nothing itself
+    celery_workers()
+    wait_for(lambda: row().status not in ("queued", "running"))
+    done = row()
+    assert done.status == "succeeded", done.error
+    assert done.tokens == len(tok.tok.encode(SAMPLE_TEXT))
+    assert not claim(database, evaluation_id)  # a duplicate message finds nothing to run

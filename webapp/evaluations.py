@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, joinedload
 from bpe.evaluate import Evaluation as BpeEvaluation
 from webapp.db import Database
 from webapp.errors import UserError
+from webapp.jobs.store import _execute_update
 from webapp.models import ACTIVE_STATUSES, Corpus, Evaluation, JobStatus, Tokenizer, utcnow
 from webapp.token_display import token_infos, token_view
 
@@ -144,6 +145,35 @@ def claim_next(database: Database) -> int | None:
             return None
         row.status, row.started_at, row.heartbeat_at = JobStatus.RUNNING.value, utcnow(), utcnow()
         return row.id
+
+
+def claim(database: Database, evaluation_id: int) -> bool:
+    """Take this queued evaluation to run it (a Celery worker); False if it is not queued any
+    more (cancelled, or a duplicate message for one that ran). One UPDATE, so two workers
+    given the same id cannot both run it."""
+    with database.session_scope() as session:
+        now = utcnow()
+        taken = _execute_update(
+            session,
+            update(Evaluation)
+            .where(Evaluation.id == evaluation_id, Evaluation.status == JobStatus.QUEUED.value)
+            .values(status=JobStatus.RUNNING.value, started_at=now, heartbeat_at=now),
+        )
+        return taken.rowcount == 1
+
+
+def mark_unsent(database: Database, evaluation_id: int) -> None:
+    """The queue could not take it: the row says so instead of waiting forever."""
+    with database.session_scope() as session:
+        session.execute(
+            update(Evaluation)
+            .where(Evaluation.id == evaluation_id, Evaluation.status == JobStatus.QUEUED.value)
+            .values(
+                status=JobStatus.FAILED.value,
+                error="The job queue could not be reached; evaluate again.",
+                finished_at=utcnow(),
+            )
+        )
 
 
 def recover(database: Database) -> None:

@@ -37,6 +37,7 @@ from webapp.models import JobStatus
 
 log = logging.getLogger(__name__)
 TASK_NAME = "bpe.train"
+EVALUATE_TASK = "bpe.evaluate"
 
 
 class JobQueueUnreachable(UserError):
@@ -73,6 +74,7 @@ def make_celery(app: Flask) -> Celery:
         worker_hijack_root_logger=False,
     )
     celery.task(name=TASK_NAME, bind=True)(_train)
+    celery.task(name=EVALUATE_TASK, bind=True)(_evaluate)
     app.extensions["celery"] = celery
     return celery
 
@@ -81,6 +83,21 @@ def _train(task: Task, job_id: int) -> str:
     """The task: run one job by its id, if nobody else has it. Returns how it ended."""
     backend: CeleryBackend = current_app.extensions["bpe_jobs"]
     status = backend.execute(int(job_id))
+    return "skipped" if status is None else str(status)
+
+
+def send_evaluation(celery: Celery, evaluation_id: int) -> None:
+    """Queue an evaluation for a worker: only its id travels (webapp/jobs/evaluation_runner.py)."""
+    celery.send_task(
+        EVALUATE_TASK,
+        args=[evaluation_id],
+        task_id=f"bpe-evaluation-{evaluation_id}-{time.time_ns()}",
+    )
+
+
+def _evaluate(task: Task, evaluation_id: int) -> str:
+    """The task: run one evaluation by its id, if it is still queued. Returns how it ended."""
+    status = current_app.extensions["bpe_evaluations"].execute(int(evaluation_id))
     return "skipped" if status is None else str(status)
 
 

@@ -7,6 +7,11 @@
   encoding holds the GIL for seconds), in the process that runs the training jobs; it is
   started and stopped with them. In the test modes (`inline`, `manual`) an evaluation runs in
   the request that asks for it.
+- On the Celery backend (BPE_JOB_BACKEND=celery) the web process only sends the evaluation's
+  id (task `bpe.evaluate`, registered with the training task in
+  webapp/jobs/celery_backend.py); a worker claims it (`evaluations.claim`: a duplicate message
+  does nothing) and runs the same child process. The child sees a cancel at its next progress
+  write, whichever process set the flag.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import multiprocessing
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +33,15 @@ from sqlalchemy import select, update
 from bpe.evaluate import EvaluationCancelled, evaluate
 from webapp.convert import load_tokenizer
 from webapp.db import Database
-from webapp.evaluations import Limits, claim_next, recover, request_evaluation
+from webapp.errors import UserError
+from webapp.evaluations import (
+    Limits,
+    claim,
+    claim_next,
+    mark_unsent,
+    recover,
+    request_evaluation,
+)
 from webapp.jobs.embedded import RunnerLock, runner_lock_path
 from webapp.models import Corpus, Evaluation, JobStatus, Tokenizer, utcnow
 
@@ -113,6 +127,7 @@ class EvaluationRunner:
         inline: bool,
         limits: Limits | None = None,
         lock_path: Path | None = None,
+        send: Callable[[int], None] | None = None,
     ) -> None:
         self.database = database
         self.inline = inline
@@ -120,6 +135,7 @@ class EvaluationRunner:
         # Several serving processes (gunicorn workers) each start a runner: the lock lets one
         # run the queue, so no start-up marks another process's running evaluation interrupted.
         self._lock = RunnerLock(lock_path) if lock_path is not None else None
+        self.send = None if inline else send  # Celery: hand the id to a worker
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -138,11 +154,33 @@ class EvaluationRunner:
             while claimed is not None:
                 run_evaluation(self.database, claimed)
                 claimed = claim_next(self.database)
+        elif self.send is not None:
+            try:
+                self.send(evaluation_id)
+            except Exception as exc:
+                log.exception("could not queue evaluation %s", evaluation_id)
+                mark_unsent(self.database, evaluation_id)
+                raise UserError(
+                    "The job queue cannot be reached right now, so nothing was started."
+                    " Try again in a minute.",
+                    status=503,
+                ) from exc
         self._wake.set()
         return evaluation_id
 
+    def execute(self, evaluation_id: int) -> JobStatus | None:
+        """A worker's part: claim the evaluation and run it in a child process; None if it was
+        not queued any more."""
+        if not claim(self.database, evaluation_id):
+            return None
+        self._run_child(evaluation_id)
+        with self.database.read_scope() as session:
+            row = session.get(Evaluation, evaluation_id)
+            return None if row is None else JobStatus(row.status)
+
     def start(self) -> None:
-        if self.inline or self._thread is not None:
+        # Celery: the workers run evaluations, and a running one may be a live worker's.
+        if self.inline or self.send is not None or self._thread is not None:
             return
         if self._lock is not None and not self._lock.acquire():
             log.info("another process runs this database's evaluations (%s)", self._lock.path)
@@ -201,6 +239,15 @@ class EvaluationRunner:
 
 
 def init_app(app: Flask, *, run_jobs: bool) -> EvaluationRunner:
+    send = None
+    if app.config["JOB_BACKEND"] == "celery":
+        from webapp.jobs.celery_backend import send_evaluation
+
+        celery = app.extensions["celery"]  # made by webapp.jobs.init_app, which runs first
+
+        def send(evaluation_id: int) -> None:
+            send_evaluation(celery, evaluation_id)
+
     runner = EvaluationRunner(
         app.extensions["bpe_db"],
         inline=app.config["JOBS_MODE"] in ("inline", "manual"),
@@ -212,6 +259,7 @@ def init_app(app: Flask, *, run_jobs: bool) -> EvaluationRunner:
         lock_path=runner_lock_path(
             app.extensions["bpe_db"].url, app.instance_path, kind="evaluations"
         ),
+        send=send,
     )
     app.extensions["bpe_evaluations"] = runner
     if run_jobs:
