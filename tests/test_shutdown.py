@@ -140,9 +140,8 @@ def test_a_worker_killed_mid_job_leaves_the_resource_tracker_nothing_to_clean(tm
     try:
         job = server.start_slow_job()
         wait_for(lambda: merging(server, job), timeout=120)
-        children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
-        worker = int(children.read_text().split()[0])
-        tracker = wait_for(lambda: _tracker_of(worker), timeout=30)
+        # make run starts a worker per core; the one running the jobs has the tracker
+        worker, tracker = wait_for(lambda: _runner_worker(server.process.pid), timeout=30)
         os.kill(worker, signal.SIGKILL)
         # The tracker exits once the worker and its training child are gone (the child sees
         # its supervisor gone at its next stop check); that is when it would warn.
@@ -153,6 +152,16 @@ def test_a_worker_killed_mid_job_leaves_the_resource_tracker_nothing_to_clean(tm
         server.kill_everything()
     stderr = server.stderr()
     assert "leaked semaphore" not in stderr, stderr[-2000:]
+
+
+def _runner_worker(master: int) -> tuple[int, int] | None:
+    """(worker pid, its resource tracker's pid) for the gunicorn worker that runs the jobs."""
+    workers = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    for worker in map(int, workers):
+        tracker = _tracker_of(worker)
+        if tracker is not None:
+            return worker, tracker
+    return None
 
 
 def _tracker_of(pid: int) -> int | None:
