@@ -392,4 +392,5 @@ OwnersMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-TestOwnersMachine = pytest.mark.slow(OwnersMachine.TestCase)
+# slow, and embedded only: it runs the queued jobs itself with the embedded runner's run_next
+TestOwnersMachine = pytest.mark.embedded_only(pytest.mark.slow(OwnersMachine.TestCase))

@@ -81,6 +81,7 @@ def evaluation_status(app, evaluation_id: int) -> str:
         return session.get_one(Evaluation, evaluation_id).status
 
 
+@pytest.mark.embedded_only  # with BPE_JOB_BACKEND=celery a worker runs them, no thread
 def test_one_serving_process_of_several_runs_the_evaluations(app_config, make_tokenizer, app):
     """gunicorn workers each build the app with run_jobs=True: the evaluation runner is one of
     them (its own file lock), so a second worker starting never marks the first's running
