@@ -19,7 +19,6 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
 import urllib.parse
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import bpe
-from tests.test_server import BIN, ROOT
+from tests.readme_server import start_readme_server
 from tests.waiting import free_port, wait_for_server
 
 ROUNDS = 20
@@ -49,12 +48,6 @@ def training_text(seed: int = 8) -> str:
     return " ".join(rng.choice(words) for _ in range(250_000))
 
 
-def _server_command() -> str:
-    makefile = (ROOT / "Makefile").read_text()
-    command = next(line.strip() for line in makefile.splitlines() if "/gunicorn " in line)
-    return "exec " + command.replace("$(BIN)", str(BIN))
-
-
 class Served:
     """The README's server in its own session (so one killpg takes it whole, children too)."""
 
@@ -62,21 +55,13 @@ class Served:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {
-            **os.environ,
             "PORT": str(self.port),
             "DATABASE_URL": f"sqlite:///{workdir / 'crash.sqlite3'}",
             "BPE_UPLOAD_TMP_DIR": str(workdir / "uploads-tmp"),
             "BPE_JOBS_MODE": "thread",
         }
         self.log = open(workdir / "server.log", "ab")  # noqa: SIM115 - closed in kill()
-        self.process = subprocess.Popen(
-            ["bash", "-c", _server_command()],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=self.log,
-            start_new_session=True,
-        )
+        self.process = start_readme_server(env, stdout=self.log, stderr=self.log, own_session=True)
         wait_for_server(lambda: _get(self.base + "/")[0] == 200, timeout=120)
 
     def kill(self) -> None:

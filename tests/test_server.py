@@ -9,18 +9,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from tests.readme_server import BIN, makefile_server_line, start_readme_server
 from tests.waiting import free_port, wait_for_server
 from webapp import create_app, stop_runners
 from webapp.models import Evaluation, TrainingJob, utcnow
-
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 
 
 def running_job(app, corpus_id: int) -> int:
@@ -144,12 +140,9 @@ def fetch(
 @pytest.mark.slow
 @pytest.mark.embedded_only  # the README's run command is the embedded default
 def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
-    makefile = (ROOT / "Makefile").read_text()
-    command = next(line.strip() for line in makefile.splitlines() if "/gunicorn " in line)
-    assert command.startswith("$(BIN)/gunicorn ")
+    assert makefile_server_line().startswith("$(BIN)/gunicorn ")
     port = free_port()
     env = {
-        **os.environ,
         "PORT": str(port),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
         "BPE_JOBS_MODE": "thread",
@@ -157,13 +150,7 @@ def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
         # is made once (in the master), one worker runs the job, any worker takes the requests.
         "WEB_CONCURRENCY": "3",
     }
-    server = subprocess.Popen(
-        ["bash", "-c", "exec " + command.replace("$(BIN)", str(BIN))],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    server = start_readme_server(env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     try:
         status, headers, _ = wait_for_server(lambda: fetch(base + "/"))

@@ -15,16 +15,13 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.readme_server import start_readme_server
 from tests.waiting import free_port, wait_for, wait_for_server
-
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 
 pytestmark = [pytest.mark.slow, pytest.mark.embedded_only]
 
@@ -40,13 +37,10 @@ class Server:
     """The Makefile's gunicorn command in a process group of its own, stderr to a file."""
 
     def __init__(self, tmp: Path) -> None:
-        makefile = (ROOT / "Makefile").read_text()
-        command = next(line.strip() for line in makefile.splitlines() if "/gunicorn " in line)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.database = tmp / "served.sqlite3"
         env = {
-            **os.environ,
             "PORT": str(self.port),
             "DATABASE_URL": f"sqlite:///{self.database}",
             "BPE_UPLOAD_TMP_DIR": str(tmp / "uploads"),
@@ -54,13 +48,8 @@ class Server:
         }
         self.log_path = tmp / "server.err"
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stderr()
-        self.process = subprocess.Popen(
-            ["bash", "-c", "exec " + command.replace("$(BIN)", str(BIN))],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
-            start_new_session=True,
+        self.process = start_readme_server(
+            env, stdout=subprocess.DEVNULL, stderr=self.log, own_session=True
         )
         self.group = self.process.pid
         wait_for_server(lambda: urllib.request.urlopen(self.base + "/", timeout=10).read())
