@@ -26,7 +26,6 @@ import json
 import multiprocessing
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,26 +36,21 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT))
+
+from tests.readme_server import start_readme_server
+from tests.waiting import free_port, wait_for_server
+
 CORPORA = Path(os.environ.get("BPE_CORPORA_DIR") or ROOT / "corpora-data")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Served:
     """The Makefile's gunicorn command in its own session, with its own database."""
 
     def __init__(self, workdir: Path) -> None:
-        makefile = (ROOT / "Makefile").read_text()
-        command = next(line.strip() for line in makefile.splitlines() if "/gunicorn " in line)
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {
-            **os.environ,
             "PORT": str(self.port),
             "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
             "BPE_UPLOAD_TMP_DIR": str(workdir / "uploads-tmp"),
@@ -64,22 +58,11 @@ class Served:
             "BPE_JOBS_MODE": "thread",
         }
         self.log = open(workdir / "server.log", "ab")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            ["bash", "-c", "exec " + command.replace("$(BIN)", str(BIN))],
-            cwd=ROOT,
-            env=env,
-            stdout=self.log,
-            stderr=self.log,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.base + "/", timeout=5).read()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise SystemExit("the server did not start; see server.log")
+        self.process = start_readme_server(env, stdout=self.log, stderr=self.log, own_session=True)
+        try:
+            wait_for_server(lambda: urllib.request.urlopen(self.base + "/", timeout=5).read(), 120)
+        except AssertionError:
+            raise SystemExit("the server did not start; see server.log") from None
 
     def worker_pids(self) -> list[int]:
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()

@@ -15,13 +15,15 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
-from sqlalchemy import create_engine, event
+from sqlalchemy import CursorResult, create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
+from sqlalchemy.sql.dml import Update
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 _WRITE_LOCK_KEY = 4_242_001  # PostgreSQL advisory lock id for the write path
@@ -73,6 +75,13 @@ class Database:
     def dispose(self) -> None:
         self.session.remove()
         self.engine.dispose()
+
+
+def execute_update(session: Session, statement: Update) -> CursorResult[Any]:
+    """Run an UPDATE and give its result, whose rowcount says how many rows it changed.
+
+    Session.execute is typed for SELECTs; an UPDATE's result is a CursorResult."""
+    return cast(CursorResult[Any], session.execute(statement))
 
 
 def _make_engine(url: str, busy_timeout: float) -> Engine:

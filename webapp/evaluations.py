@@ -19,9 +19,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, joinedload
 
 from bpe.evaluate import Evaluation as BpeEvaluation
-from webapp.db import Database
+from webapp.db import Database, execute_update
 from webapp.errors import UserError
-from webapp.jobs.store import _execute_update
 from webapp.models import ACTIVE_STATUSES, Corpus, Evaluation, JobStatus, Tokenizer, utcnow
 from webapp.token_display import token_infos, token_view
 
@@ -153,7 +152,7 @@ def claim(database: Database, evaluation_id: int) -> bool:
     given the same id cannot both run it."""
     with database.session_scope() as session:
         now = utcnow()
-        taken = _execute_update(
+        taken = execute_update(
             session,
             update(Evaluation)
             .where(Evaluation.id == evaluation_id, Evaluation.status == JobStatus.QUEUED.value)

@@ -16,15 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.dml import Update as Update_
 
 import bpe
 from webapp.convert import store_tokenizer
-from webapp.db import Database
+from webapp.db import Database, execute_update
 from webapp.errors import UserError
 from webapp.jobs.settings import JobSettings, check_fits_corpus
 from webapp.models import ACTIVE_STATUSES, Corpus, CorpusStats, JobStatus, TrainingJob, utcnow
@@ -316,7 +315,7 @@ class JobStore:
         if elapsed is not None:
             values["elapsed_seconds"] = elapsed
         with self.database.session_scope() as session:
-            result = _execute_update(
+            result = execute_update(
                 session,
                 update(TrainingJob)
                 .where(TrainingJob.id == job_id, TrainingJob.status == JobStatus.RUNNING)
@@ -338,18 +337,13 @@ class JobStore:
 
     def _interrupt(self, condition, message: str) -> int:
         with self.database.session_scope() as session:
-            result = _execute_update(
+            result = execute_update(
                 session,
                 update(TrainingJob)
                 .where(condition)
                 .values(status=JobStatus.INTERRUPTED, error=message, finished_at=utcnow()),
             )
             return result.rowcount or 0
-
-
-def _execute_update(session: Session, statement: Update_) -> CursorResult[Any]:
-    # An UPDATE gives a CursorResult (with rowcount); Session.execute is typed for SELECTs.
-    return cast(CursorResult[Any], session.execute(statement))
 
 
 # ----- reads for pages, on the request's session ---------------------------------------------
