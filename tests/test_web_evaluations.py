@@ -3,6 +3,9 @@ never-used list is exact, the table sorts, and large corpora run in a background
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
 import re
 import time
 
@@ -10,10 +13,12 @@ import pytest
 
 import bpe
 from bpe.export_tiktoken import rank_file_text
+from tests.waiting import wait_for
 from webapp import evaluations
 from webapp.convert import store_imported
 from webapp.jobs import evaluation_runner
 from webapp.models import Evaluation, JobStatus, Tokenizer
+from webapp.uploads import store_text
 
 CORPUS = "The cat sat on the mat. The dog ate 12 bones! Ünïcödé 東京 😀\n" * 40
 
@@ -113,6 +118,38 @@ def test_background_runner_evaluates_in_a_child_process(app, imported):
             time.sleep(0.2)
         assert status == "succeeded", row.error
         assert row.tokens == len(ref_tok.encode(CORPUS))
+    finally:
+        runner.stop()
+
+
+def test_an_evaluation_child_runs_at_the_configured_lower_priority(app, imported, random_words):
+    """Requests come before evaluations, as before trainings (BPE_JOBS_NICE): the app's runner
+    carries the setting, and the child process it starts runs that much nicer."""
+    own, _, _ = imported
+    database = app.extensions["bpe_db"]
+    assert app.extensions["bpe_evaluations"].niceness == app.config["JOBS_NICE"] == 10
+    corpus, _ = store_text(
+        database, random_words(400_000), name="big", tmp_dir=app.config["UPLOAD_TMP_DIR"]
+    )
+    runner = evaluation_runner.EvaluationRunner(database, inline=False, niceness=10)
+    runner.start()
+    expected = min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19)
+    seen: set[int] = set()
+    try:
+        evaluation_id = runner.submit(tokenizer_id=own.id, corpus_id=corpus.id)
+        name = f"bpe-evaluate-{evaluation_id}"
+
+        def niced_or_done() -> bool:
+            for child in multiprocessing.active_children():
+                if child.name == name and child.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):  # it may have just ended
+                        seen.add(os.getpriority(os.PRIO_PROCESS, child.pid))
+            with database.read_scope() as session:
+                done = session.get(Evaluation, evaluation_id).status not in ("queued", "running")
+            return expected in seen or done
+
+        wait_for(niced_or_done, timeout=120, interval=0.005)
+        assert expected in seen, f"the child ran at priorities {seen}, not {expected}"
     finally:
         runner.stop()
 

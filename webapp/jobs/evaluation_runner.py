@@ -20,6 +20,7 @@ import atexit
 import json
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from array import array
@@ -108,7 +109,10 @@ def run_evaluation(database: Database, evaluation_id: int, *, interval: float = 
     )
 
 
-def _child_main(evaluation_id: int, database_url: str) -> None:
+def _child_main(evaluation_id: int, database_url: str, niceness: int = 0) -> None:
+    if niceness > 0:
+        # An evaluation is batch work, like a training: requests come first (BPE_JOBS_NICE).
+        os.nice(niceness)
     database = Database(database_url)
     try:
         run_evaluation(database, evaluation_id)
@@ -128,8 +132,10 @@ class EvaluationRunner:
         limits: Limits | None = None,
         lock_path: Path | None = None,
         send: Callable[[int], None] | None = None,
+        niceness: int = 0,
     ) -> None:
         self.database = database
+        self.niceness = niceness
         self.inline = inline
         self.limits = limits or Limits()
         # Several serving processes (gunicorn workers) each start a runner: the lock lets one
@@ -218,7 +224,7 @@ class EvaluationRunner:
     def _run_child(self, evaluation_id: int) -> None:
         child = _CONTEXT.Process(
             target=_child_main,
-            args=(evaluation_id, self.database.url),
+            args=(evaluation_id, self.database.url, self.niceness),
             name=f"bpe-evaluate-{evaluation_id}",
             daemon=True,
         )
@@ -260,6 +266,7 @@ def init_app(app: Flask, *, run_jobs: bool) -> EvaluationRunner:
             app.extensions["bpe_db"].url, app.instance_path, kind="evaluations"
         ),
         send=send,
+        niceness=app.config["JOBS_NICE"],
     )
     app.extensions["bpe_evaluations"] = runner
     if run_jobs:
