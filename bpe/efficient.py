@@ -32,7 +32,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, compress, islice, repeat
-from operator import add, eq, mul
+from operator import add, eq, ge, mul, sub
 
 from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
 
@@ -53,6 +53,9 @@ _SLICE = 16_384
 # _REPORT_EVERY but is only made between slices, so it can be late by up to one slice: this
 # keeps the worst gap between checks well inside 100 ms.
 _SLICE_SECONDS = 0.015
+# From this many positions on, token ids are kept in an array (2 or 4 bytes each) rather than
+# a list (8 bytes a slot): a naive job on 150 MB would need 1.2 GB for the list alone.
+_ARRAY_FROM = 1 << 23
 
 
 def train_efficient(
@@ -172,6 +175,12 @@ class _Corpus:
     is created, so while the best tracked pair has at least `floor`, no untracked pair can beat
     or tie it; if training gets that far, everything is recounted with floor = min_frequency.
     Most pairs a merge creates are rare, so this saves most of the bookkeeping.
+
+    A token's length (in positions) depends on its id alone, so the token after the one at p
+    starts at p + length[tok[p]]: no link array. The one before is found from its last
+    position, which holds `_end(id)` (a token of one position holds its id there already).
+    Large corpora keep `tok` in a 2- or 4-byte array instead of a list (8 bytes a slot); lists
+    index faster, so small ones keep the list.
     """
 
     def __init__(
@@ -188,33 +197,31 @@ class _Corpus:
         # gets a key with k - 1 on the right, and one with a barrier on its left a negative key.
         self.k = k = top_id + 1
         self.kk = k * k  # heap key = -count * kk + pair key
+        self.length = [1] * top_id  # id -> positions its token spans (input ids span one)
         ordered, self.weights = _order(sequences, tick)
         layout = _byte_layout(ordered)
         tick()
         if layout is None:
-            self.tok = _id_layout(ordered, tick)
+            ids = _id_layout(ordered, tick)
+            self.tok: list[int] | array[int] = ids
+            if len(ids) >= _ARRAY_FROM:
+                self.tok = array(_id_typecode(top_id), ids)
+            del ids
+            pairs = _live_pairs(self.tok, self.length, k, tick)
         else:
-            self.tok = []  # a list: CPython indexes lists faster than arrays
-            for start, stop in _slices(len(layout), tick):
-                self.tok += layout[start:stop]
+            pairs = _byte_pairs(layout, k, tick)
+            tick()
+            large = len(layout) >= _ARRAY_FROM
+            self.tok = _byte_tokens(layout, _id_typecode(top_id) if large else None, tick)
             ends = accumulate(len(ids) + 1 for ids in ordered)
             for start, stop in _slices(len(ordered), tick):
                 for p in islice(ends, stop - start):
                     self.tok[p] = BARRIER
             self.tok[0] = BARRIER
-        self.nxt = array("i")  # nxt[p]: where the token after the one at p starts
-        for start, stop in _slices(len(self.tok), tick):
-            self.nxt.extend(range(start + 1, stop + 1))
-        self.prv = array("i")  # prv[p]: where the token before the one at p starts
-        for start, stop in _slices(len(self.tok), tick):
-            self.prv.extend(range(start - 1, stop - 1))
+        del layout, ordered
         self.counts: dict[int, int] = {}  # pair key -> live weighted count (tracked pairs)
         self.positions: dict[int, array[int]] = {}  # pair key -> where it starts (some stale)
         self.heap: list[int] = []  # -count * kk + pair key, lazily checked against counts
-        if layout is None:
-            pairs = _live_pairs(self.tok, self.nxt, k, tick)
-        else:
-            pairs = _byte_pairs(layout, k, tick)
         tick()
         self._track(self.floor, pairs)
 
@@ -238,10 +245,11 @@ class _Corpus:
         self.counts, self.positions, self.heap = {}, {}, []
         self.stored = 0  # positions held in all lists
         kk = self.kk
-        items = iter(pairs.items())
+        # Taken out of pairs as they are weighed, so an untracked list is freed at once.
         # Text with many distinct pairs (CJK) has millions of them to weigh.
         for start, stop in _slices(len(pairs), self.tick):
-            for key, where in islice(items, stop - start):
+            for _ in range(stop - start):
+                key, where = pairs.popitem()
                 if len(where) > _SLICE:  # a few pairs weigh far more than the rest
                     self.tick()
                 count = self._weight(where)
@@ -279,23 +287,25 @@ class _Corpus:
                 return key // self.k, key % self.k, count
             if self.floor <= min_frequency:
                 return None
-            self._track(min_frequency, _live_pairs(self.tok, self.nxt, self.k, self.tick))
+            self._track(min_frequency, _live_pairs(self.tok, self.length, self.k, self.tick))
 
     def _compact(self, key: int, live: int) -> None:
         """Drop a pair's stale positions once they are most of its list (a count is at least
-        the number of live positions), while the lists hold more than twice as many positions
-        as the corpus. Without it they could reach three times (each merged occurrence records
-        two), so this caps memory at little cost: on natural text it rarely has to run."""
+        the number of live positions), while the lists hold more than _STORED_PER_POSITION
+        positions per corpus position. Without it they could reach three (each merged
+        occurrence records two), so this caps memory at little cost: on natural text it rarely
+        has to run."""
         where = self.positions[key]
         if self.stored <= _STORED_PER_POSITION * len(self.tok) or len(where) < 2 * live + _SHORT:
             return
-        tok, nxt = self.tok, self.nxt
+        tok = self.tok
         left, right = divmod(key, self.k)
+        shift = self.length[left]
         kept = array("I")
         for start, stop in _slices(len(where), self.tick):  # a list may hold millions
             part = where[start:stop]
             lefts_ok = array("I", compress(part, map(eq, map(tok.__getitem__, part), repeat(left))))
-            starts = map(tok.__getitem__, map(nxt.__getitem__, lefts_ok))
+            starts = map(tok.__getitem__, map(add, lefts_ok, repeat(shift)))
             kept.extend(compress(lefts_ok, map(eq, starts, repeat(right))))
         self.positions[key] = kept
         self.stored -= len(where) - len(kept)
@@ -311,6 +321,7 @@ class _Corpus:
         where = self.positions.pop(pair_key)
         self.stored -= len(where)
         del self.counts[pair_key]
+        self.length[c] = self.length[a] + self.length[b]
         done = _Pass()
         if len(where) <= _SLICE:
             self._relink(where, a, b, c, done)
@@ -318,33 +329,32 @@ class _Corpus:
             for start in range(0, len(where), _SLICE):
                 self._relink(where[start : start + _SLICE], a, b, c, done)
                 tick()
+        del where
         self._recount(a, b, c, done, tick)
         return self._weight(done.merged)
 
     def _relink(self, where: Sequence[int], a: int, b: int, c: int, done: _Pass) -> None:
-        """The hot loop: merge each live occurrence of (a, b) in where, noting its neighbours."""
-        tok, nxt, prv = self.tok, self.nxt, self.prv
-        at, left_at, left_id, right_id = (
-            done.merged.append,
-            done.lefts.append,
-            done.left_ids.append,
-            done.right_ids.append,
-        )
+        """The hot loop: merge each live occurrence of (a, b) in where, noting its neighbours.
+
+        `a` at p spans la positions, so `b` starts at q = p + la and the token after it at r;
+        c's last position r - 1 gets its end mark, the one of the token before p is at p - 1.
+        """
+        tok, length = self.tok, self.length
+        la, lb = length[a], length[b]
+        end_c = _end(c)
+        at, left_end, right_id = done.merged.append, done.left_ends.append, done.right_ids.append
         for p in where:
             if tok[p] != a:
                 continue
-            q = nxt[p]
+            q = p + la
             if tok[q] != b:
                 continue
-            r = nxt[q]
-            o = prv[p]
+            r = q + lb
             tok[p] = c
             tok[q] = DEAD
-            nxt[p] = r
-            prv[r] = p
+            tok[r - 1] = end_c  # q itself when b spans one position
             at(p)
-            left_at(o)
-            left_id(tok[o])  # final: nothing left of p changes later in this pass
+            left_end(tok[p - 1])  # final: nothing left of p changes later in this pass
             right_id(tok[r])  # an `a` here may yet become c: see _recount
 
     def _recount(self, a: int, b: int, c: int, done: _Pass, tick: Callable[[], None]) -> None:
@@ -355,38 +365,45 @@ class _Corpus:
         - L is c too (`a b a b` -> `c c`): (b, a) between them is gone and (c, c) is new;
         - R is an old token: (b, R) is gone and (c, R) is new, starting at p;
         - R is c: nothing, that is the next c's left side. (a, b) itself is gone everywhere.
+        L is known by the mark at p - 1 (its id, or its end mark), and starts length[L]
+        positions before p (the same sequence, so the same weight).
         """
-        tok, nxt, k = self.tok, self.nxt, self.k
+        tok, k, lc = self.tok, self.k, self.length[c]
         by_left: defaultdict[int, array[int]] = defaultdict(_new_positions)
         by_right: defaultdict[int, array[int]] = defaultdict(_new_positions)
         for start in range(0, len(done.merged), _SLICE):
             span = slice(start, start + _SLICE)
-            lefts, left_ids = done.lefts[span], done.left_ids[span]
-            deque(map(array.append, map(by_left.__getitem__, left_ids), lefts), 0)
-            merged, right_ids = done.merged[span], done.right_ids[span]
-            deque(map(array.append, map(by_right.__getitem__, right_ids), merged), 0)
+            merged = done.merged[span]
+            deque(map(array.append, map(by_left.__getitem__, done.left_ends[span]), merged), 0)
+            deque(map(array.append, map(by_right.__getitem__, done.right_ids[span]), merged), 0)
             tick()
         if a in by_right:  # R was `a` when p merged; it became c if it merged later
             where, kept = by_right[a], array("I")
             for start, stop in _slices(len(where), tick):  # millions, in a run-heavy merge
                 part = where[start:stop]
-                still = map(eq, map(tok.__getitem__, map(nxt.__getitem__, part)), repeat(a))
+                still = map(eq, map(tok.__getitem__, map(add, part, repeat(lc))), repeat(a))
                 kept.extend(compress(part, still))
             by_right[a] = kept
 
-        ck = c * k
-        changes = [  # (gone pair key, new pair key, where the new pairs start)
-            (b * k + a if other == c else other * k + a, other * k + c, where)
-            for other, where in by_left.items()
-        ]
+        changes = []  # (gone pair key, new pair key, where c stands, shift to the new pairs)
+        for mark, where in by_left.items():
+            if mark == BARRIER:
+                continue
+            other = mark if mark >= 0 else _end(mark)  # _end is its own inverse
+            gone = b * k + a if other == c else other * k + a
+            changes.append((gone, other * k + c, where, self.length[other]))
         by_right.pop(c, None)
-        changes += [(b * k + other, ck + other, where) for other, where in by_right.items()]
+        ck = c * k
+        changes += [(b * k + other, ck + other, where, 0) for other, where in by_right.items()]
         self._apply(changes, tick)
 
-    def _apply(self, changes: list[tuple[int, int, array[int]]], tick: Callable[[], None]) -> None:
-        """For each (gone pair key, new pair key, where the new pairs start): move the weight
-        of where from the gone pair to the new one, and track the new one if common enough.
-        New keys with a barrier (negative, or k - 1 on the right) are skipped."""
+    def _apply(
+        self, changes: list[tuple[int, int, array[int], int]], tick: Callable[[], None]
+    ) -> None:
+        """For each (gone pair key, new pair key, where, shift): the new pairs start at where
+        minus shift (the same weight as where); move that weight from the gone pair to the new
+        one, and track the new one if common enough. New keys with a barrier on the right
+        (k - 1) are skipped."""
         counts, positions, heap, kk, floor, k = (
             self.counts,
             self.positions,
@@ -401,9 +418,9 @@ class _Corpus:
         push = heapq.heappush
         stored = 0
         since_tick = 0  # positions weighed since the last tick: weighing is the slow part
-        for gone, key, where in changes:
+        for gone, key, where, shift in changes:
             count = len(where)
-            if not count or key < 0 or key % k == k - 1:
+            if not count or key % k == k - 1:
                 continue
             since_tick += count
             if since_tick > _SLICE:
@@ -416,6 +433,8 @@ class _Corpus:
             if before is not None:
                 counts[gone] = before - count
             if count >= floor:
+                if shift:
+                    where = array("I", map(sub, where, repeat(shift)))
                 counts[key] = count
                 positions[key] = where
                 stored += len(where)
@@ -423,16 +442,46 @@ class _Corpus:
         self.stored += stored
 
 
-class _Pass:
-    """What one merge did: where c now stands, and its neighbours' positions and ids."""
+def _id_typecode(top_id: int) -> str:
+    """The array type that holds every id below top_id and every end mark: 2 bytes if it can."""
+    return "h" if _end(top_id) >= -(1 << 15) else "i"
 
-    __slots__ = ("left_ids", "lefts", "merged", "right_ids")
+
+def _end(token_id: int) -> int:
+    """The mark on the last position of a token spanning two or more: below DEAD and BARRIER,
+    and its own inverse (_end(_end(i)) == i)."""
+    return -3 - token_id
+
+
+class _Pass:
+    """What one merge did: where c now stands, and the marks and ids of its neighbours."""
+
+    __slots__ = ("left_ends", "merged", "right_ids")
 
     def __init__(self) -> None:
         self.merged = array("I")  # where each new c starts
-        self.lefts = array("i")  # where the token left of it starts
-        self.left_ids = array("i")  # that token's id (BARRIER at a sequence's start)
+        self.left_ends = array("i")  # the mark left of it: an id, its end mark, or BARRIER
         self.right_ids = array("i")  # the id right of it when it merged
+
+
+def _byte_tokens(
+    layout: bytes, typecode: str | None, tick: Callable[[], None]
+) -> list[int] | array[int]:
+    """The layout's bytes as token ids: a list, or an array of 2- or 4-byte ids widened from
+    the bytes a slice at a time (each byte into the low byte of its slot)."""
+    if typecode is None:
+        tok: list[int] = []
+        for start, stop in _slices(len(layout), tick):
+            tok += layout[start:stop]
+        return tok
+    ids = array(typecode)
+    width = ids.itemsize
+    low = slice(0, None, width) if sys.byteorder == "little" else slice(width - 1, None, width)
+    for start, stop in _slices(len(layout), tick):
+        wide = bytearray(width * (stop - start))
+        wide[low] = layout[start:stop]
+        ids.frombytes(wide)
+    return ids
 
 
 def _order(
@@ -506,23 +555,27 @@ def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, ar
 
 
 def _live_pairs(
-    tok: list[int], nxt: array[int], k: int, tick: Callable[[], None]
+    tok: list[int] | array[int], length: list[int], k: int, tick: Callable[[], None]
 ) -> dict[int, array[int]]:
     """Pair key -> every position where the pair starts now, in ascending order, bucketed in C
     by chained maps (no Python loop over positions), a slice at a time so the stop check is
     asked between slices.
 
-    Keys made at a dead position or a barrier are negative, and those with a barrier on the
-    right have k - 1 on the right; they are dropped.
+    Only positions holding an id start a token (dead ones, end marks and barriers are
+    negative); the token after the one at p starts at p + length[tok[p]]. Keys with a barrier
+    on the right have k - 1 on the right; they are dropped.
     """
     n = len(tok) - 1
     buckets: defaultdict[int, array[int]] = defaultdict(_new_positions)
     for first, last in _slices(n, tick):
         # Real slices, not islice: islice would walk from 0 to `first` every time.
-        rights = map(tok.__getitem__, nxt[first:last])
-        keys = map(add, map(mul, tok[first:last], repeat(k)), rights)
-        deque(map(array.append, map(buckets.__getitem__, keys), range(first, last)), 0)
-    return {key: where for key, where in buckets.items() if key >= 0 and key % k != k - 1}
+        part = tok[first:last]
+        starts = list(compress(range(first, last), map(ge, part, repeat(0))))
+        lefts = list(map(tok.__getitem__, starts))
+        rights = map(tok.__getitem__, map(add, starts, map(length.__getitem__, lefts)))
+        keys = map(add, map(mul, lefts, repeat(k)), rights)
+        deque(map(array.append, map(buckets.__getitem__, keys), starts), 0)
+    return {key: where for key, where in buckets.items() if key % k != k - 1}
 
 
 def _slices(n: int, tick: Callable[[], None]) -> Iterator[tuple[int, int]]:

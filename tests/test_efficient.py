@@ -8,6 +8,7 @@ the hard cases and on slices of the real corpora when they are present.
 from __future__ import annotations
 
 import os
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -115,12 +116,16 @@ def test_property_engine_on_bytes_equals_reference(sequences, max_merges):
     ),
     max_merges=st.integers(0, 20),
     min_frequency=st.integers(1, 4),
+    in_array=st.booleans(),
 )
 def test_property_engine_equals_reference_on_weighted_sequences(
-    sequences, max_merges, min_frequency
+    sequences, max_merges, min_frequency, in_array
 ):
     kwargs = {"first_id": 4, "max_merges": max_merges, "min_frequency": min_frequency}
-    assert train_efficient(sequences, **kwargs) == train_reference(sequences, **kwargs)
+    with pytest.MonkeyPatch.context() as patch:
+        if in_array:  # ids in an array, as a large corpus keeps them
+            patch.setattr(bpe.efficient, "_ARRAY_FROM", 0)
+        assert train_efficient(sequences, **kwargs) == train_reference(sequences, **kwargs)
 
 
 @settings(max_examples=120, deadline=None)
@@ -147,6 +152,23 @@ def test_compacting_stale_positions_changes_nothing(monkeypatch):
     text = "the cat sat on the mat, the rat ate the hat; " * 20 + "aaaaaaa bababab " * 10
     for mode in MODES:
         assert_same_training(text, mode, merges=60)
+
+
+@pytest.mark.parametrize(("first_id", "typecode"), [(256, "h"), (40_000, "i")])
+def test_large_corpus_ids_in_an_array_train_like_the_reference(monkeypatch, first_id, typecode):
+    # A large corpus keeps its ids in an array of 2 bytes (4 once ids pass 2**15) instead of a
+    # list; a lowered threshold sends these small ones there, bytes and id sequences alike.
+    monkeypatch.setattr(bpe.efficient, "_ARRAY_FROM", 0)
+    text = "aaaaaaa abababa aaab the cat sat on the mat, " * 30 + "\u4e2d\u6587\u6587 " * 20
+    byte_sequences = [(text.encode("utf-8"), 1), (b"the the cat", 3), (b"aaaa", 2)]
+    id_sequences = [(list(ids), weight) for ids, weight in byte_sequences]
+    for sequences in (byte_sequences, id_sequences):
+        kwargs = {"first_id": first_id, "max_merges": 80}
+        assert train_efficient(sequences, **kwargs) == train_reference(id_sequences, **kwargs)
+        corpus = bpe.efficient._Corpus(sequences, first_id + 80, 1, lambda: None)
+        assert isinstance(corpus.tok, array) and corpus.tok.typecode == typecode
+    for mode in MODES:
+        assert_same_training(text, mode, merges=60, min_frequency=2)
 
 
 # ----- the real corpora ---------------------------------------------------------------------------
