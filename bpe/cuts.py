@@ -24,6 +24,7 @@ two characters that never form a word together can be cut, and the pieces (words
 from __future__ import annotations
 
 import bisect
+import collections
 import itertools
 import operator
 from collections.abc import Iterable
@@ -84,15 +85,13 @@ class CutTable:
         if n < 2:
             return [text], set()
         # Boundaries i (1..n-1) whose two characters no token holds together; all in C.
+        # safe[i - 1] says whether boundary i is cut; chunk ends are cut even when forbidden.
         joined = map(operator.add, text, text[1:])
-        safe = map(operator.not_, map(self.unsafe_pairs.__contains__, joined))
+        safe = list(map(operator.not_, map(self.unsafe_pairs.__contains__, joined)))
+        for boundaries, cut in ((forbidden, False), (chunk_ends, True)):
+            at = [i - 1 for i in boundaries if 0 < i < n]
+            collections.deque(map(safe.__setitem__, at, itertools.repeat(cut)), maxlen=0)
         cuts = list(itertools.compress(range(1, n), safe))
-        if forbidden:
-            cuts = [i for i in cuts if i not in forbidden]
-        if chunk_ends:
-            cuts = sorted(set(cuts).union(chunk_ends))
-            if cuts and cuts[-1] == n:
-                cuts.pop()
         if not cuts:
             return [text], {0} if forbidden else set()
         partial = {bisect.bisect(cuts, i) for i in forbidden}

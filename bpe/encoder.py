@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
 
 # Below this length rescanning (each pass in C) beats the heap's bookkeeping.
 _HEAP_THRESHOLD = 16
@@ -25,6 +26,30 @@ def encode_ids(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
     if len(ids) < _HEAP_THRESHOLD:
         return _encode_by_passes(list(ids), ranks)
     return _encode_with_heap(ids, ranks)
+
+
+def fill_cache(
+    cache: dict[str, list[int]],
+    pieces: list[str],
+    encode: Callable[[str], list[int]],
+    limit: int,
+) -> dict[str, list[int]]:
+    """A table holding every piece's ids: each distinct piece not in `cache` is encoded once by
+    `encode` and added to it. Cold text repeats its pieces (2 MB of English: 422k chunks, 26k
+    distinct), so the Python work is per distinct piece and the rest runs in C. Past `limit`
+    entries the cache starts over; the table returned still holds all of this text's pieces."""
+    new = set(pieces).difference(cache)
+    if not new:
+        return cache
+    encoded = dict(zip(new, map(encode, new), strict=True))
+    if len(cache) + len(encoded) <= limit:
+        cache.update(encoded)
+        return cache
+    table = cache | encoded
+    cache.clear()
+    if len(encoded) <= limit:
+        cache.update(encoded)
+    return table
 
 
 class CharacterEncoder(dict[str, tuple[int, ...]]):

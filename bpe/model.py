@@ -20,8 +20,7 @@ that needs "is this id a merge, which rank" asks `merge_rank(id)`, never `id - b
 from __future__ import annotations
 
 import itertools
-import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -30,7 +29,7 @@ import regex
 
 from bpe import hf_rule, rank_rule
 from bpe.cuts import CutTable
-from bpe.encoder import CharacterEncoder, encode_ids
+from bpe.encoder import CharacterEncoder, encode_ids, fill_cache
 from bpe.patterns import compile_pattern, split_chunks
 from bpe.pretokenize import PreTokenizer
 from bpe.stitch import Stitcher
@@ -392,12 +391,13 @@ class Tokenizer:
                 ends = list(itertools.accumulate(map(len, chunks)))
                 if ends[-1] == len(text):
                     return self._encode_in_pieces(text, ends)
-            # Most chunks are in the cache: look them all up in one C loop, encode the rest.
-            found = list(map(self._chunk_cache.get, chunks))
-            for at in itertools.compress(range(len(found)), map(operator.not_, found)):
-                found[at] = self._encode_chunk(chunks[at])
-            return list(itertools.chain.from_iterable(found))  # type: ignore[arg-type]
+            return self._look_up(chunks, self._encode_new_chunk)
         return self._encode_words(text)
+
+    def _look_up(self, pieces: list[str], encode: Callable[[str], list[int]]) -> list[int]:
+        """The joined ids of pieces, the new ones encoded by `encode` (once each) and cached."""
+        table = fill_cache(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT)
+        return list(itertools.chain.from_iterable(map(table.__getitem__, pieces)))
 
     def pieces(self, text: str) -> list[str]:
         """The pieces encoding works on separately (no merge crosses one): the split pattern's
@@ -457,14 +457,17 @@ class Tokenizer:
             self._chunk_cache[piece] = cached
         return cached
 
+    def _encode_new_chunk(self, chunk: str) -> list[int]:
+        """One chunk's ids, not looked up in the cache."""
+        # ASCII chunks are short and rarely cut: encoding them whole is cheaper.
+        if chunk.isascii():
+            return encode_ids(list(chunk.encode("ascii")), self.ranks)
+        return self._encode_in_pieces(chunk)
+
     def _encode_chunk(self, chunk: str) -> list[int]:
         cached = self._chunk_cache.get(chunk)
         if cached is None:
-            # ASCII chunks are short and rarely cut: encoding them whole is cheaper.
-            if chunk.isascii():
-                cached = encode_ids(list(chunk.encode("ascii")), self.ranks)
-            else:
-                cached = self._encode_in_pieces(chunk)
+            cached = self._encode_new_chunk(chunk)
             if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
                 self._chunk_cache.clear()
             self._chunk_cache[chunk] = cached
@@ -500,21 +503,15 @@ class Tokenizer:
             if partial:
                 return encode_ids(list(data), self.ranks)
             return self._characters.encode(text)
-        cache = self._chunk_cache
-        characters = self._characters
-        out: list[int] = []
-        for index, piece in enumerate(pieces):
-            ids = cache.get(piece)
-            if ids is None:
-                if index in partial:
-                    ids = encode_ids(list(piece.encode("utf-8")), self.ranks)
-                else:
-                    ids = characters.encode(piece)
-                if len(cache) >= _CHUNK_CACHE_LIMIT:
-                    cache.clear()
-                cache[piece] = ids
-            out += ids
-        return out
+        bytewise = {pieces[index] for index in partial}  # pieces that hold a partial token
+        characters, ranks = self._characters, self.ranks
+
+        def encode(piece: str) -> list[int]:
+            if piece in bytewise:
+                return encode_ids(list(piece.encode("utf-8")), ranks)
+            return characters.encode(piece)
+
+        return self._look_up(pieces, encode)
 
     def _encode_words(self, text: str) -> list[int]:
         unknown = self.special_tokens[UNKNOWN]

@@ -15,14 +15,15 @@ import os
 from pathlib import Path
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpe
 from bpe.cuts import CutTable
-from bpe.encoder import CharacterEncoder, encode_ids
+from bpe.encoder import CharacterEncoder, encode_ids, fill_cache
 from bpe.model import _split_on_specials
-from bpe.patterns import split_chunks
+from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, split_chunks
 from bpe.reference import merge_pair
 from bpe.stitch import Stitcher
 from tests.strategies import TEXTS
@@ -271,3 +272,57 @@ def test_stitching_gives_up_past_its_repair_budget_and_stays_exact():
     stitcher = Stitcher(tok.ranks, tok.vocab, {})
     stitcher.repair_budget = 0
     assert stitcher.encode(text) == seed_rule(list(text.encode()), tok.ranks)
+
+
+def test_a_remembered_repair_is_reused_where_the_repair_then_cascades():
+    # Found by a random search: a junction's remembered repair is reused and then followed by
+    # a further repair leftwards, which must not be remembered as that junction's repair (the
+    # next time the junction fails, the tokens before it would be wrong).
+    merges = [(32, 97, 256), (44, 32, 257), (257, 44, 258), (195, 256, 259), (44, 97, 260)]
+    merges += [(98, 98, 261), (259, 258, 262), (98, 256, 263)]
+    text = "b ab\n éb ab\n b ab\n "
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    stitcher = Stitcher(tok.ranks, tok.vocab, {})
+    assert stitcher.encode(text) == seed_rule(list(text.encode()), tok.ranks)
+    assert stitcher.repaired  # the junctions' repairs were remembered
+
+
+# ----- the split of all-ASCII text by the standard `re` module (bpe.patterns) -----------------
+def test_the_ascii_twins_assume_the_classes_regex_gives_ascii_characters():
+    ascii_chars = [chr(i) for i in range(128)]
+    assert [c for c in ascii_chars if regex.match(r"\p{L}", c)] == list(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    )
+    assert [c for c in ascii_chars if regex.match(r"\p{N}", c)] == list("0123456789")
+    assert [c for c in ascii_chars if regex.match(r"\s", c)] == list("\t\n\x0b\x0c\r ")
+
+
+# Any ASCII, and the pieces the patterns treat specially: contractions, runs of spaces, digits.
+ASCII_TEXTS = st.lists(
+    st.one_of(
+        st.characters(max_codepoint=127),
+        st.sampled_from(["'s", "'LL", "'Ve", "  ", "\r\n", "1234", "ab", " .\n"]),
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=ASCII_TEXTS, pattern=st.sampled_from([GPT4_PATTERN, GPT2_PATTERN]))
+def test_property_ascii_text_splits_as_regex_splits_it(text, pattern):
+    assert text.isascii()
+    expected = [m for m in regex.findall(pattern, text) if m]
+    assert split_chunks(text, pattern) == expected
+
+
+# ----- looking many pieces up at once (bpe.encoder.fill_cache) ---------------------------------
+def test_filling_a_cache_past_its_limit_keeps_every_piece_of_this_text():
+    cache = {"old": [1], "kept": [2]}
+    pieces = ["kept", "a", "b", "c", "a", "kept"]
+    table = fill_cache(cache, pieces, lambda piece: [ord(piece[0])], limit=3)
+    assert [table[p] for p in pieces] == [[2], [97], [98], [99], [97], [2]]
+    assert len(cache) <= 3  # started over: the three new pieces only
+    assert set(cache) == {"a", "b", "c"}
+    # Under the limit the cache keeps growing and is itself the table.
+    assert fill_cache(cache, ["a", "d"], lambda piece: [0], limit=10) is cache
+    assert cache["d"] == [0] and cache["a"] == [97]
