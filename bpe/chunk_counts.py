@@ -1,8 +1,9 @@
 """Counting a text's distinct chunks fast, for `chunked` training.
 
 What it adds over a plain `Counter(m.group() for m in finditer(text))`, with the same result:
-- `findall` in blocks of about a megabyte: no match objects, and no list of every chunk of a
-  large text in memory at once;
+- `findall` in blocks of at most half a megabyte, each sized to ~15 ms of matching so the stop
+  check is asked often enough: no match objects, and no list of every chunk of a large text
+  in memory at once;
 - for a large text, the second half is counted by a second Python process while this one
   counts the first (the machine has cores to spare while training is single-threaded).
 
@@ -34,18 +35,22 @@ from pathlib import Path
 
 import regex
 
+from bpe.pacing import slices
 from bpe.patterns import GPT4_PATTERN, compile_pattern
 from bpe.training_types import StopFn, TrainingCancelled
 
 # Below this many characters a second process costs more than it saves.
 PARALLEL_MIN_CHARS = 1_500_000
-_BLOCK_CHARS = 1 << 19  # up to about 80 ms of matching (CJK text is the slowest)
+# Blocks are sized from the time the last one took (CJK text matches ~5x slower than English),
+# up to this many characters.
+_BLOCK_CHARS = 1 << 19
+_FEED_CHARS = 1 << 20  # the helper's half is encoded and written this much at a time
 _SAFE_CUT = regex.compile(r"\n(?=\S)|(?<=\p{L})(?= )")
 # While waiting for the helper's answer, the stop check is asked this often (seconds).
 _WAIT_STEP = 0.02
 # The helper answers in pickled dicts of at most this many chunks, so that loading and adding
 # them can be interleaved with the stop check.
-_PIECE_CHUNKS = 1 << 15
+_PIECE_CHUNKS = 1 << 13
 
 
 def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) -> Counter[str]:
@@ -62,10 +67,10 @@ def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) 
     cut = _safe_cut(text, len(text) // 2)
     if cut is None:
         return _count_in_blocks(text, should_stop=should_stop)
-    helper = _Helper(text[cut:])
+    helper = _Helper(text, cut)
     try:
-        _check(should_stop)  # starting the helper copies and encodes half the text
-        counts = _count_in_blocks(text[:cut], should_stop=should_stop)
+        _check(should_stop)
+        counts = _count_in_blocks(text, should_stop=should_stop, end=cut)
         for piece in helper.result(should_stop):
             counts.update(piece)
             _check(should_stop)
@@ -73,7 +78,7 @@ def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) 
         helper.stop()
         raise
     if not helper.ok:  # the helper could not run: count here, slower but the same
-        counts.update(_count_in_blocks(text[cut:], should_stop=should_stop))
+        counts.update(_count_in_blocks(text, should_stop=should_stop, start=cut))
     return counts
 
 
@@ -89,20 +94,27 @@ def _safe_cut(text: str, near: int) -> int | None:
 
 
 def _count_in_blocks(
-    text: str, block_chars: int | None = None, should_stop: StopFn | None = None
+    text: str,
+    block_chars: int | None = None,
+    should_stop: StopFn | None = None,
+    *,
+    start: int = 0,
+    end: int | None = None,
 ) -> Counter[str]:
-    """GPT-4 pattern chunks counted a block at a time, blocks cut only at safe cuts."""
-    block = block_chars or _BLOCK_CHARS
+    """GPT-4 pattern chunks of text[start:end] counted a block at a time, blocks cut only at
+    safe cuts (start and end must be safe cuts too), should_stop asked between blocks."""
     findall = compile_pattern(GPT4_PATTERN).findall
     counts: Counter[str] = Counter()
-    start = 0
-    while start < len(text):
-        end = _safe_cut(text, start + block) if start + block < len(text) else None
-        end = len(text) if end is None or end <= start else end
-        counts.update(findall(text, start, end))
-        start = end
-        if start < len(text) and should_stop is not None and should_stop():
-            raise TrainingCancelled(0)  # asked between blocks only: a short text never asks
+    stop = len(text) if end is None else end
+
+    def cut(at: int) -> int:
+        found = _safe_cut(text, start + at)
+        return stop - start if found is None else found - start
+
+    for first, last in slices(
+        stop - start, lambda: _check(should_stop), most=block_chars or _BLOCK_CHARS, cut=cut
+    ):
+        counts.update(findall(text, start + first, start + last))
     return counts
 
 
@@ -110,7 +122,7 @@ class _Helper:
     """A second process counting part of the text: `python -m bpe.chunk_counts`, fed the text
     on stdin, answering with pickled dicts on stdout."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, start: int = 0) -> None:
         self.ok = False  # set once its whole answer has been given
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parent.parent)
@@ -127,17 +139,20 @@ class _Helper:
             self.proc = None
             return
         # Feed it from a thread: the pipe fills long before the helper has started reading.
-        self.feeder = threading.Thread(target=self._feed, args=(text.encode("utf-8"),))
+        self.feeder = threading.Thread(target=self._feed, args=(text, start))
         self.feeder.start()
         # Read its answer from a thread too, so the wait for it can ask the stop check.
         self.output = b""
         self.reader = threading.Thread(target=self._read)
         self.reader.start()
 
-    def _feed(self, data: bytes) -> None:
+    def _feed(self, text: str, start: int) -> None:
+        """text[start:], encoded and written a piece at a time: encoding holds the interpreter,
+        and half of a large text encoded at once kept the stop check waiting ~50 ms."""
         assert self.proc is not None and self.proc.stdin is not None
         try:
-            self.proc.stdin.write(data)
+            for piece in range(start, len(text), _FEED_CHARS):
+                self.proc.stdin.write(text[piece : piece + _FEED_CHARS].encode("utf-8"))
             self.proc.stdin.close()
         except OSError:
             pass

@@ -22,25 +22,23 @@ the pair counts live and touches only the places a merge changes.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import sys
-import time
 from array import array
 from bisect import bisect_left
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import accumulate, compress, islice, repeat
 from operator import add, eq, ge, mul, sub
 
-from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
+from bpe.pacing import Clock, collector_paused, release
+from bpe.pacing import slices as _slices
+from bpe.training_types import MergeRecord, ProgressFn, StopFn
 
 BARRIER = -1  # between sequences: no pair crosses it
 DEAD = -2  # a position inside a merged token
 _new_positions = partial(array, "I")
-# Progress and the stop check run at most this often, and at least every 100 ms of work.
-_REPORT_EVERY = 0.05
 # Pairs rarer than this are not tracked until training gets down to them (see _Corpus).
 _FLOOR = 4
 # Stale positions are compacted away only while the lists hold more than this many positions
@@ -49,10 +47,6 @@ _STORED_PER_POSITION = 2
 _SHORT = 1024
 # A long merge pass is walked in slices this long so progress and stop stay timely.
 _SLICE = 16_384
-# Bulk C-level steps are cut into slices of about this much work. A check falls due every
-# _REPORT_EVERY but is only made between slices, so it can be late by up to one slice: this
-# keeps the worst gap between checks well inside 100 ms.
-_SLICE_SECONDS = 0.015
 # From this many positions on, token ids are kept in an array (2 or 4 bytes each) rather than
 # a list (8 bytes a slot): a naive job on 150 MB would need 1.2 GB for the list alone.
 _ARRAY_FROM = 1 << 23
@@ -80,17 +74,9 @@ def train_efficient(
     if max_merges <= 0:
         return []
     records: list[MergeRecord] = []
-    clock = _Clock(max_merges, records, progress, should_stop)
+    clock = Clock(max_merges, records, progress, should_stop)
     clock.check()
-    # A full garbage collection walks every slot of every list, and the token list alone has
-    # one per byte of the corpus: on 20 MB a collection takes 100-300 ms, in one C call no
-    # stop check can split. The lists made before and during set-up live until training ends,
-    # so they are frozen out of collection meanwhile (new objects are still collected). Not
-    # when someone else froze objects: unfreezing would undo theirs.
-    freeze = gc.isenabled() and gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    try:
+    with collector_paused():
         kept: list[tuple[Sequence[int], int]] = []
         total = 0
         top_id = first_id + max_merges  # every id is below it
@@ -104,8 +90,6 @@ def train_efficient(
             top_id = max([top_id, *tops])
         clock.initial_total = total
         corpus = _Corpus(kept, top_id, min_frequency, clock.tick)
-        if freeze:
-            gc.freeze()
         for new_id in range(first_id, first_id + max_merges):
             best = corpus.pop_best()
             if best is None:
@@ -114,58 +98,11 @@ def train_efficient(
             total -= corpus.merge(left, right, new_id, clock.tick)
             records.append(MergeRecord(left, right, new_id, count, total))
             clock.tick()
-    finally:
-        if freeze:
-            gc.unfreeze()
+        # Freeing the state of a large corpus takes 100-500 ms: a slice at a time, checking.
+        _tear_down(corpus, clock.tick)
+        release(kept, clock.tick)
     clock.finish()
     return records
-
-
-class _Clock:
-    """Calls should_stop and progress once at least _REPORT_EVERY seconds have passed."""
-
-    def __init__(
-        self,
-        target: int,
-        records: list[MergeRecord],
-        progress: ProgressFn | None,
-        should_stop: StopFn | None,
-    ) -> None:
-        self.target = target
-        self.initial_total: int | None = None  # known once set-up has counted the tokens
-        self.records = records  # the run so far: the last record is the state to report
-        self.progress = progress
-        self.should_stop = should_stop
-        self.next_check = 0.0
-        self.reported = 0  # merges done at the last report
-
-    def tick(self) -> None:
-        if time.perf_counter() >= self.next_check:
-            self.check()
-
-    def check(self) -> None:
-        if self.should_stop is not None and self.should_stop():
-            raise TrainingCancelled(len(self.records))
-        if self.progress is not None:
-            self._report()
-        self.next_check = time.perf_counter() + _REPORT_EVERY
-
-    def finish(self) -> None:
-        """Report the final state, unless the last report was of it."""
-        if self.progress is not None and self.records and self.reported != len(self.records):
-            self._report()
-
-    def _report(self) -> None:
-        assert self.progress is not None
-        if not self.records:
-            # Set-up of a large corpus takes seconds: say so rather than stay silent.
-            if self.initial_total is not None:
-                self.progress(Progress(0, self.target, None, 0, self.initial_total))
-            return
-        last = self.records[-1]
-        pair = (last.left, last.right)
-        self.progress(Progress(len(self.records), self.target, pair, last.count, last.tokens_after))
-        self.reported = len(self.records)
 
 
 class _Corpus:
@@ -199,8 +136,7 @@ class _Corpus:
         self.kk = k * k  # heap key = -count * kk + pair key
         self.length = [1] * top_id  # id -> positions its token spans (input ids span one)
         ordered, self.weights = _order(sequences, tick)
-        layout = _byte_layout(ordered)
-        tick()
+        layout = _byte_layout(ordered, tick)
         if layout is None:
             ids = _id_layout(ordered, tick)
             self.tok: list[int] | array[int] = ids
@@ -484,6 +420,13 @@ def _byte_tokens(
     return ids
 
 
+def _tear_down(corpus: _Corpus, tick: Callable[[], None]) -> None:
+    """Empty every container the trainer's state holds, a slice at a time."""
+    for value in vars(corpus).values():
+        if isinstance(value, list | dict | array):
+            release(value, tick)
+
+
 def _order(
     sequences: Sequence[tuple[Sequence[int], int]], tick: Callable[[], None]
 ) -> tuple[list[Sequence[int]], array[int]]:
@@ -519,16 +462,26 @@ def _id_layout(ordered: list[Sequence[int]], tick: Callable[[], None]) -> list[i
     return tok
 
 
-def _byte_layout(ordered: list[Sequence[int]]) -> bytes | None:
+def _byte_layout(ordered: list[Sequence[int]], tick: Callable[[], None]) -> bytearray | None:
     """The same as bytes with 0xFF as the barrier, if every sequence is bytes without 0xFF
-    (UTF-8 never holds it), else None."""
-    if not all(isinstance(ids, bytes) for ids in ordered):
-        return None
-    layout = b"\xff" + b"\xff".join(ordered) + b"\xff"  # type: ignore[arg-type]
-    return layout if layout.count(b"\xff") == len(ordered) + 1 else None
+    (UTF-8 never holds it), else None. Joined a slice at a time: a large corpus's layout
+    joined in one call took ~100 ms."""
+    layout = bytearray(b"\xff")
+    for start, stop in _slices(len(ordered), tick):
+        part = ordered[start:stop]
+        if not all(map(isinstance, part, repeat(bytes))):
+            return None
+        joined = b"\xff".join(part)  # type: ignore[arg-type]
+        if joined.count(b"\xff") != len(part) - 1:  # a 0xFF inside a sequence
+            return None
+        layout += joined
+        layout += b"\xff"
+    return layout
 
 
-def _byte_pairs(layout: bytes, k: int, tick: Callable[[], None]) -> dict[int, array[int]]:
+def _byte_pairs(
+    layout: bytes | bytearray, k: int, tick: Callable[[], None]
+) -> dict[int, array[int]]:
     """Pair key -> every position where the pair starts, ascending, for a byte layout.
 
     Each pair is read as one 16-bit word (a slice's bytes and the same bytes shifted by one,
@@ -575,23 +528,9 @@ def _live_pairs(
         rights = map(tok.__getitem__, map(add, starts, map(length.__getitem__, lefts)))
         keys = map(add, map(mul, lefts, repeat(k)), rights)
         deque(map(array.append, map(buckets.__getitem__, keys), starts), 0)
-    return {key: where for key, where in buckets.items() if key % k != k - 1}
-
-
-def _slices(n: int, tick: Callable[[], None]) -> Iterator[tuple[int, int]]:
-    """(start, stop) bounds that cover range(n), calling tick after each slice's work.
-
-    The cost of one item varies a hundredfold between corpora (bucketing the pairs of CJK text,
-    with its millions of distinct pairs, misses the cache far more than English does), so no
-    fixed size fits: each slice is sized from the time the last one took, to _SLICE_SECONDS.
-    """
-    start, step = 0, 1024
-    while start < n:
-        stop = min(start + step, n)
-        began = time.perf_counter()
-        yield start, stop
-        spent = time.perf_counter() - began
-        tick()
-        start = stop
-        wanted = int(step * _SLICE_SECONDS / spent) if spent > 0 else 4 * step
-        step = max(256, min(4 * step, wanted))
+    # Dropped in place: at most k keys have a barrier on the right (left * k - 1, for every
+    # left id), while CJK text has millions of pairs, which a filtered copy took ~200 ms to
+    # make in one go.
+    deque(map(buckets.pop, range(-1, (k - 1) * k, k), repeat(None)), 0)
+    buckets.default_factory = None
+    return buckets

@@ -11,17 +11,19 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
+from typing import Any
 
 from bpe.chunk_counts import count_chunks
 from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
+from bpe.pacing import Clock, collector_paused, release, slices
 from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
-from bpe.training_types import MergeRecord, Progress, ProgressFn, StopFn, TrainingCancelled
+from bpe.training_types import MergeRecord, ProgressFn, StopFn, TrainingCancelled
 
 TRAINERS = ("reference", "efficient")
-_WORD_BLOCK_CHARS = 1 << 19  # about 20 ms of splitting and counting
-_WORDS_PER_CHECK = 1 << 13  # distinct words turned into ids between two stop checks
+_WORD_BLOCK_CHARS = 1 << 19  # the most text split into words between two stop checks
 # The standard `re` module's \s is exactly str.isspace, which is what str.split() cuts at.
 _WHITESPACE = re.compile(r"\s")
 DEFAULT_TRAINER = "efficient"
@@ -61,37 +63,47 @@ def train(
     split_regex = resolve_pattern(pattern) if mode == "chunked" else None
 
     alphabet: list[str] | None = None
-    # Splitting a large text takes seconds before the trainer starts; report that time too.
-    splitting_check = _reporting_stop_check(progress, should_stop)
-    if mode == "naive":
-        sequences: Sequence[tuple[Sequence[int], int]] = [(text.encode("utf-8"), 1)]
-    elif mode == "chunked":
-        sequences = chunk_sequences(text, split_regex or "", should_stop=splitting_check)
-    else:
-        alphabet, sequences = word_sequences(text, should_stop=splitting_check)
-    base = 256 if alphabet is None else len(alphabet) + 1
-    check_vocab_size(vocab_size, base=base, specials=len(specials))
-    max_merges = vocab_size - base - len(specials)
-    records = run_trainer(
-        trainer,
-        sequences,
-        first_id=base,
-        max_merges=max_merges,
-        min_frequency=min_frequency,
-        progress=progress,
-        should_stop=should_stop,
-    )
-    # Tearing down a large trainer's state takes a few hundred ms after its last check: a stop
-    # asked for meanwhile still wins, so a cancelled job never turns up as a result.
-    if should_stop is not None and should_stop():
-        raise TrainingCancelled(len(records))
+    # Splitting a large text takes seconds before the trainer starts; report that time too
+    # (all zero: nothing is known yet). A short text is split before any check falls due.
+    splitting = Clock(0, [], progress, should_stop)
+    splitting.defer()
+    with collector_paused():
+        sequences: list[tuple[bytes, int]] | list[tuple[list[int], int]]
+        if mode == "naive":
+            sequences = [(_utf8(text, splitting.tick), 1)]
+        elif mode == "chunked":
+            sequences = chunk_sequences(text, split_regex or "", should_stop=splitting.stop_fn())
+        else:
+            alphabet, sequences = word_sequences(text, should_stop=splitting.stop_fn())
+        base = 256 if alphabet is None else len(alphabet) + 1
+        check_vocab_size(vocab_size, base=base, specials=len(specials))
+        max_merges = vocab_size - base - len(specials)
+        noted = _Noted(progress, should_stop)
+        records = run_trainer(
+            trainer,
+            sequences,
+            first_id=base,
+            max_merges=max_merges,
+            min_frequency=min_frequency,
+            progress=noted.progress,
+            should_stop=noted.should_stop,
+        )
+        # The sequences of a large corpus take 100-300 ms to weigh and to free, after the
+        # trainer's last check: a slice at a time, asking, so a stop asked for meanwhile still
+        # wins and a cancelled job never turns up as a result.
+        ending = Clock(max_merges, records, progress, should_stop)
+        ending.defer(since=noted.last)
+        initial_tokens = _weighed(sequences, ending.tick)
+        release(sequences, ending.tick)
+        if should_stop is not None and should_stop():
+            raise TrainingCancelled(len(records))
     merges = [(r.left, r.right, r.new_id) for r in records]
     next_id = base + len(merges)
     stats = TrainingStats(
         trainer=trainer,
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        initial_tokens=sum(len(ids) * weight for ids, weight in sequences),
+        initial_tokens=initial_tokens,
         merge_counts=[r.count for r in records],
         tokens_after=[r.tokens_after for r in records],
     )
@@ -161,14 +173,17 @@ def chunk_sequences(
     text: str, pattern: str, *, should_stop: StopFn | None = None
 ) -> list[tuple[bytes, int]]:
     """Distinct chunks as bytes (byte ids), each with how often it occurs (first-seen order)."""
-    counts = list(count_chunks(text, pattern, should_stop=should_stop).items())
+    tick = _stop_tick(should_stop)
+    counts = count_chunks(text, pattern, should_stop=should_stop)
     sequences: list[tuple[bytes, int]] = []
-    # A large corpus has a million distinct chunks: encoding them all is a long step.
-    for first in range(0, len(counts), _WORDS_PER_CHECK):
-        batch = counts[first : first + _WORDS_PER_CHECK]
-        sequences += [(chunk.encode("utf-8"), n) for chunk, n in batch if chunk]
-        if should_stop is not None and first + _WORDS_PER_CHECK < len(counts) and should_stop():
-            raise TrainingCancelled(0)
+    # A large corpus has a million distinct chunks: encoding them all, and freeing them, are
+    # long steps.
+    items = iter(counts.items())
+    for start, stop in slices(len(counts), tick):
+        sequences += [
+            (chunk.encode("utf-8"), n) for chunk, n in islice(items, stop - start) if chunk
+        ]
+    release(counts, tick)
     return sequences
 
 
@@ -178,52 +193,71 @@ def word_sequences(
     """The alphabet (sorted by code point) and each distinct word as char ids plus `</w>`.
 
     Words are counted a block at a time, blocks cut at whitespace so no word is split, and
-    should_stop is asked between blocks: splitting a large corpus takes far longer than the
-    100 ms within which a cancel must be honoured.
+    should_stop is asked between blocks (and between slices of the later steps): splitting a
+    large corpus takes far longer than the 100 ms within which a cancel must be honoured.
     """
+    tick = _stop_tick(should_stop)
+
+    def at_space(at: int) -> int:
+        space = _WHITESPACE.search(text, at)
+        return len(text) if space is None else space.start()
+
     counts: Counter[str] = Counter()
-    start = 0
-    while start < len(text):
-        space = _WHITESPACE.search(text, min(start + _WORD_BLOCK_CHARS, len(text)))
-        end = len(text) if space is None else space.start()
-        counts.update(text[start:end].split())
-        start = end
-        if should_stop is not None and start < len(text) and should_stop():
-            raise TrainingCancelled(0)
-    words = list(counts.items())
-    batches = range(0, len(words), _WORDS_PER_CHECK)
-
-    def check_between(first: int) -> None:
-        if should_stop is not None and first + _WORDS_PER_CHECK < len(words) and should_stop():
-            raise TrainingCancelled(0)
-
+    for start, stop in slices(len(text), tick, most=_WORD_BLOCK_CHARS, cut=at_space):
+        counts.update(text[start:stop].split())
     seen: set[str] = set()
-    for first in batches:
-        seen.update(*(word for word, _ in words[first : first + _WORDS_PER_CHECK]))
-        check_between(first)
+    words = iter(counts)
+    for start, stop in slices(len(counts), tick):
+        seen.update(*islice(words, stop - start))
     alphabet = sorted(seen)
     to_id = {c: i for i, c in enumerate(alphabet)}.__getitem__
     end_of_word = [len(alphabet)]
     sequences: list[tuple[list[int], int]] = []
-    for first in batches:
-        batch = words[first : first + _WORDS_PER_CHECK]
-        sequences.extend((list(map(to_id, word)) + end_of_word, n) for word, n in batch)
-        check_between(first)
+    items = iter(counts.items())
+    for start, stop in slices(len(counts), tick):
+        part = islice(items, stop - start)
+        sequences += [(list(map(to_id, word)) + end_of_word, n) for word, n in part]
+    release(counts, tick)
     return alphabet, sequences
 
 
-def _reporting_stop_check(progress: ProgressFn | None, should_stop: StopFn | None) -> StopFn | None:
-    """A stop check for the splitting stage that also reports progress: nothing is merged or
-    counted yet, so every field is zero (the merge target too: in words mode it depends on
-    the alphabet, which is not known until the text is split)."""
-    if progress is None:
-        return should_stop
+class _Noted:
+    """The callbacks, noting when either was last called (when the next check falls due)."""
 
-    def check() -> bool:
-        progress(Progress(0, 0, None, 0, 0))
-        return should_stop is not None and should_stop()
+    def __init__(self, progress: ProgressFn | None, should_stop: StopFn | None) -> None:
+        self.last = time.perf_counter()
+        self.progress = None if progress is None else self._noting(progress)
+        self.should_stop = None if should_stop is None else self._noting(should_stop)
 
-    return check
+    def _noting(self, callback: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            self.last = time.perf_counter()
+            return callback(*args)
+
+        return call
+
+
+def _stop_tick(should_stop: StopFn | None) -> Callable[[], None]:
+    """should_stop as a tick for `slices`: raises TrainingCancelled(0) when it says so."""
+
+    def tick() -> None:
+        if should_stop is not None and should_stop():
+            raise TrainingCancelled(0)
+
+    return tick
+
+
+def _utf8(text: str, tick: Callable[[], None]) -> bytes:
+    """text.encode("utf-8"), a slice at a time: 50 MB encoded in one call took ~100 ms."""
+    return b"".join([text[start:stop].encode("utf-8") for start, stop in slices(len(text), tick)])
+
+
+def _weighed(sequences: Sequence[tuple[Sequence[int], int]], tick: Callable[[], None]) -> int:
+    """How many tokens the sequences hold, their weights counted."""
+    total = 0
+    for start, stop in slices(len(sequences), tick):
+        total += sum(len(ids) * weight for ids, weight in sequences[start:stop])
+    return total
 
 
 def _check_specials(special_tokens: Iterable[str], mode: str) -> list[str]:

@@ -23,8 +23,9 @@ class MergeRecord(NamedTuple):
 
 
 class Progress(NamedTuple):
-    """Where training is. While the text is still being split, every field is 0 (and pair
-    None); during the trainer's set-up merges_done is 0 with the real target and token total."""
+    """Where training is. While the text is still being split (and the trainer has not yet
+    counted its tokens), every field is 0 (and pair None); during the rest of the trainer's
+    set-up merges_done is 0 with the real target and token total."""
 
     merges_done: int
     merges_target: int

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import bpe
 import bpe.efficient
+import bpe.pacing
 import bpe.training
 from bpe import chunk_counts
 from bpe.chunk_counts import count_chunks
@@ -217,7 +218,7 @@ def test_zero_merges_ask_nothing_like_the_reference():
 
 
 def test_cancel_during_the_set_up(monkeypatch):
-    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)
+    monkeypatch.setattr(bpe.pacing, "_REPORT_EVERY", 0.0)
     calls = iter(range(100))
     with pytest.raises(bpe.TrainingCancelled) as info:
         train_efficient(
@@ -238,7 +239,7 @@ def test_cancel_while_counting_chunks(monkeypatch, helper):
 
 
 def test_cancel_is_honoured_part_way(monkeypatch):
-    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)  # check at every opportunity
+    monkeypatch.setattr(bpe.pacing, "_REPORT_EVERY", 0.0)  # check at every opportunity
     seen: list[bpe.Progress] = []
     with pytest.raises(bpe.TrainingCancelled) as info:
         bpe.train(
@@ -253,18 +254,21 @@ def test_cancel_is_honoured_part_way(monkeypatch):
 
 
 def test_progress_reports_set_up_before_the_first_merge(monkeypatch):
-    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)
+    monkeypatch.setattr(bpe.pacing, "_REPORT_EVERY", 0.0)
     seen: list[bpe.Progress] = []
     text = "the cat sat on the mat " * 50
     tok = bpe.train(text, vocab_size=270, mode="naive", trainer="efficient", progress=seen.append)
     before = [p for p in seen if p.merges_done == 0]
-    assert before, "set-up should report progress too"
-    assert all(p.pair is None and p.total_tokens == tok.training.initial_tokens for p in before)
+    set_up = [p for p in before if p.merges_target]
+    assert set_up, "set-up should report progress too"
+    assert all(p.pair is None and p.total_tokens == tok.training.initial_tokens for p in set_up)
+    # Until the trainer has counted the tokens, it reports all zero, as while splitting.
+    assert all(p == bpe.Progress(0, 0, None, 0, 0) for p in before if not p.merges_target)
     assert seen.index(before[-1]) < min(i for i, p in enumerate(seen) if p.merges_done)
 
 
 def test_progress_is_called_and_ends_with_the_final_state(monkeypatch):
-    monkeypatch.setattr(bpe.efficient, "_REPORT_EVERY", 0.0)
+    monkeypatch.setattr(bpe.pacing, "_REPORT_EVERY", 0.0)
     seen: list[bpe.Progress] = []
     text = "the cat sat on the mat " * 50
     tok = bpe.train(text, vocab_size=270, mode="naive", trainer="efficient", progress=seen.append)
@@ -397,3 +401,28 @@ def test_the_chunk_count_helper_dies_with_its_parent():
         parent.wait()
         if helper is not None and not _gone(helper):
             os.kill(helper, signal.SIGKILL)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sequences=st.lists(st.lists(st.integers(0, 4), max_size=10), max_size=6),
+    merges=st.integers(0, 8),
+)
+def test_property_live_pairs_are_every_live_pair_in_order(sequences, merges):
+    # A state part way through training: merged tokens leave dead positions and end marks.
+    def tick() -> None:
+        pass
+
+    corpus = bpe.efficient._Corpus([(ids, 1) for ids in sequences], 5 + merges, 1, tick)
+    for new_id in range(5, 5 + merges):
+        best = corpus.pop_best()
+        if best is None:
+            break
+        corpus.merge(best[0], best[1], new_id, tick)
+    tok, length, k = corpus.tok, corpus.length, corpus.k
+    expected: dict[int, list[int]] = {}
+    for p in range(len(tok) - 1):
+        if tok[p] >= 0 and tok[p + length[tok[p]]] >= 0:  # a token, and one after it
+            expected.setdefault(tok[p] * k + tok[p + length[tok[p]]], []).append(p)
+    got = bpe.efficient._live_pairs(tok, length, k, tick)
+    assert {key: list(where) for key, where in got.items()} == expected
