@@ -181,13 +181,16 @@ class _Corpus:
         self.counts, self.positions, self.heap = {}, {}, []
         self.stored = 0  # positions held in all lists
         kk = self.kk
+        weighed = 0  # positions since the last tick: pairs weigh a millionfold apart
         # Taken out of pairs as they are weighed, so an untracked list is freed at once.
         # Text with many distinct pairs (CJK) has millions of them to weigh.
         for start, stop in _slices(len(pairs), self.tick):
             for _ in range(stop - start):
                 key, where = pairs.popitem()
-                if len(where) > _SLICE:  # a few pairs weigh far more than the rest
+                weighed += len(where)
+                if weighed > _SLICE:
                     self.tick()
+                    weighed = 0
                 count = self._weight(where)
                 if count >= floor:
                     self.counts[key] = count
