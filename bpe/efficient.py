@@ -404,7 +404,7 @@ class _Pass:
 
 
 def _byte_tokens(
-    layout: bytes, typecode: str | None, tick: Callable[[], None]
+    layout: bytes | bytearray, typecode: str | None, tick: Callable[[], None]
 ) -> list[int] | array[int]:
     """The layout's bytes as token ids: a list, or an array of 2- or 4-byte ids widened from
     the bytes a slice at a time (each byte into the low byte of its slot)."""
