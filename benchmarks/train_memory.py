@@ -87,11 +87,12 @@ def work_job(db_url: str, job_id: int) -> dict:
 
 def prepare_job(corpus: str, folder: str, vocab: int) -> dict:
     """Store the corpus through the upload path and queue a naive job on it (not measured)."""
-    from benchmarks._common import bench_app, store_corpus
+    from benchmarks._common import store_corpus
+    from webapp import create_app
     from webapp.jobs.store import JobStore
 
     url = f"sqlite:///{folder}/jobs.sqlite3"
-    app = bench_app("train-memory-", DATABASE_URL=url, UPLOAD_TMP_DIR=folder)
+    app = create_app({"DATABASE_URL": url, "JOBS_MODE": "manual", "UPLOAD_TMP_DIR": folder})
     corpus_id = store_corpus(app, Path(corpus).read_text(encoding="utf-8"), name="150 MB")
     store = JobStore(app.extensions["bpe_db"])
     [job_id] = store.submit_many(corpus_id, [{"mode": "naive", "vocab_size": vocab}])
@@ -185,7 +186,7 @@ def main() -> None:
         worker_main(args.worker)
         return
     runs = [r for r in args.runs.split(",") if r]
-    me = [sys.executable, __file__, "--worker"]
+    me = [sys.executable, str(Path(__file__).resolve()), "--worker"]
     with tempfile.TemporaryDirectory(prefix="train-memory-") as folder:
         corpus = Path(folder) / "corpus.txt"
         print("corpus:", build_corpus(corpus, int(args.mb * 1e6)), flush=True)
