@@ -7,7 +7,7 @@ another process, so encoding never inflates the training figures.
 
 Peers: `hf1` is HuggingFace's BpeTrainer with RAYON_NUM_THREADS=1, `hf` the same with its
 default threads, `rustbpe` and `sentencepiece` (BPE) where they are installed. Ratios are ours
-over `hf1`.
+over `hf1` and over `rustbpe`, in the summary and the closing table.
 
     python benchmarks/train_vs_peers.py                       # every case
     python benchmarks/train_vs_peers.py --cases chunked-en --peers ours,hf1   # a quick run
@@ -267,13 +267,46 @@ def describe(result: dict) -> str:
 
 
 def ratio_line(case: Case, results: dict[str, dict]) -> str:
-    ours, hf1 = results.get("ours", {}), results.get("hf1", {})
-    if "seconds" not in ours or "seconds" not in hf1:
-        return f"{case.name}: no ratio (ours or hf1 missing)"
-    return (
-        f"{case.name}: time ours/hf1 = {ours['seconds'] / hf1['seconds']:.2f}x (target <= 0.8), "
-        f"memory ours/hf1 = {ours['peak_mb'] / hf1['peak_mb']:.2f}x (target <= 1)"
-    )
+    ours = results.get("ours", {})
+    if "seconds" not in ours:
+        return f"{case.name}: no ratio (ours missing)"
+    parts = []
+    for peer, target in (("hf1", "time <= 0.8"), ("rustbpe", "time <= 1.3")):
+        theirs = results.get(peer, {})
+        if "seconds" in theirs:
+            parts.append(
+                f"ours/{peer} time {ours['seconds'] / theirs['seconds']:.2f}x ({target}),"
+                f" memory {ours['peak_mb'] / theirs['peak_mb']:.2f}x"
+            )
+    return f"{case.name}: " + ("; ".join(parts) or "no peer to compare with")
+
+
+def ratio_table(all_results: dict[str, dict[str, dict]]) -> str:
+    """One row per case: our time and rustbpe's and hf1's, and ours over theirs."""
+    lines = [
+        "| case | ours s | rustbpe s | ours / rustbpe | hf1 s | ours / hf1 | ours MB"
+        " | rustbpe MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, results in all_results.items():
+        ours = results.get("ours", {})
+        cells = [name, _seconds(ours)]
+        for peer in ("rustbpe", "hf1"):
+            theirs = results.get(peer, {})
+            both = "seconds" in ours and "seconds" in theirs
+            ratio = f"{ours['seconds'] / theirs['seconds']:.2f}x" if both else "-"
+            cells += [_seconds(theirs), ratio]
+        cells += [_megabytes(ours), _megabytes(results.get("rustbpe", {}))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _seconds(result: dict) -> str:
+    return f"{result['seconds']:.2f}" if "seconds" in result else "-"
+
+
+def _megabytes(result: dict) -> str:
+    return f"{result['peak_mb']:.0f}" if "peak_mb" in result else "-"
 
 
 def reference_speedup(limit: int, vocab_size: int) -> str:
@@ -337,6 +370,7 @@ def main() -> None:
     wanted = [c for c in args.cases.split(",") if c]
     seconds: dict[str, float] = {}
     summary: list[str] = []
+    all_results: dict[str, dict[str, dict]] = {}
     for name in wanted:
         if name == "reference":
             summary.append(reference_speedup(args.reference_bytes, 1_000))
@@ -352,6 +386,7 @@ def main() -> None:
             flush=True,
         )
         results = run_case(case, peers, args.timeout, args.repeat)
+        all_results[name] = results
         summary.append(ratio_line(case, results))
         if "seconds" in results.get("ours", {}):
             seconds[name] = results["ours"]["seconds"]
@@ -360,7 +395,7 @@ def main() -> None:
             f"scale: 57 MB / 6.5 MB time = "
             f"{seconds['scale-en'] / seconds['chunked-en']:.1f}x (target <= 12)"
         )
-    print("\n".join(["", "summary:", *summary]))
+    print("\n".join(["", "summary:", *summary, "", ratio_table(all_results)]))
 
 
 if __name__ == "__main__":
