@@ -135,7 +135,13 @@ class _Corpus:
         self.k = k = top_id + 1
         self.kk = k * k  # heap key = -count * kk + pair key
         self.length = [1] * top_id  # id -> positions its token spans (input ids span one)
-        ordered, self.weights = _order(sequences, tick)
+        ordered, weights = _order(sequences, tick)
+        # A list: its bound __getitem__ is a direct method call, an array's a slot wrapper
+        # (about half as fast), and weighing is a lookup per merged occurrence of a chunk.
+        self.weights: list[int] = []
+        for start, stop in _slices(len(weights), tick):
+            self.weights += weights[start:stop].tolist()
+        del weights
         layout = _byte_layout(ordered, tick)
         if layout is None:
             ids = _id_layout(ordered, tick)
@@ -310,11 +316,18 @@ class _Corpus:
         tok, k, lc = self.tok, self.k, self.length[c]
         by_left: defaultdict[int, array[int]] = defaultdict(_new_positions)
         by_right: defaultdict[int, array[int]] = defaultdict(_new_positions)
+        merged, left_ends, right_ids = done.merged, done.left_ends, done.right_ids
+        sliced = len(merged) > _SLICE  # most merges are short: no copies for them
         for start in range(0, len(done.merged), _SLICE):
-            span = slice(start, start + _SLICE)
-            merged = done.merged[span]
-            deque(map(array.append, map(by_left.__getitem__, done.left_ends[span]), merged), 0)
-            deque(map(array.append, map(by_right.__getitem__, done.right_ids[span]), merged), 0)
+            if sliced:
+                span = slice(start, start + _SLICE)
+                merged, left_ends, right_ids = (
+                    done.merged[span],
+                    done.left_ends[span],
+                    done.right_ids[span],
+                )
+            deque(map(array.append, map(by_left.__getitem__, left_ends), merged), 0)
+            deque(map(array.append, map(by_right.__getitem__, right_ids), merged), 0)
             tick()
         if a in by_right:  # R was `a` when p merged; it became c if it merged later
             where, kept = by_right[a], array("I")
