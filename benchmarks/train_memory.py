@@ -15,7 +15,7 @@ and the time of the peak from sampling /proc/PID/status:
 - `rustbpe` and `hf1` (HuggingFace `tokenizers`, one thread): the same text and vocab size,
   both cutting at line feeds only (neither has a whole-text mode), as in train_vs_peers.py.
 
-    python benchmarks/train_memory.py                      # lib, job, rustbpe, hf1; vocab 1000
+    python benchmarks/train_memory.py                      # lib, job, rustbpe; vocab 1000
     python benchmarks/train_memory.py --runs lib,rustbpe --vocab 500
 """
 
@@ -177,7 +177,7 @@ def run_child(cmd: list[str], env: dict[str, str] | None = None) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default="lib,job,rustbpe,hf1", help=", ".join(RUNS))
+    parser.add_argument("--runs", default="lib,job,rustbpe", help=", ".join(RUNS))
     parser.add_argument("--vocab", type=int, default=1000)
     parser.add_argument("--mb", type=float, default=150, help="corpus size in MB (10**6 bytes)")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
