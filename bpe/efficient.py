@@ -267,41 +267,42 @@ class _Corpus:
         self.stored -= len(where)
         del self.counts[pair_key]
         self.length[c] = self.length[a] + self.length[b]
-        merged = _new_positions()  # where each new c starts
+        done = _Pass()
         if len(where) <= _SLICE:
-            self._relink(where, a, b, c, merged)
+            self._relink(where, a, b, c, done)
         else:
             for start in range(0, len(where), _SLICE):
-                self._relink(where[start : start + _SLICE], a, b, c, merged)
+                self._relink(where[start : start + _SLICE], a, b, c, done)
                 tick()
         del where
-        self._recount(a, b, c, merged, tick)
-        return self._weight(merged)
+        self._recount(a, b, c, done, tick)
+        return self._weight(done.merged)
 
-    def _relink(self, where: Sequence[int], a: int, b: int, c: int, merged: array[int]) -> None:
-        """The hot loop: merge each live occurrence of (a, b) in where, noting where c stands.
+    def _relink(self, where: Sequence[int], a: int, b: int, c: int, done: _Pass) -> None:
+        """The hot loop: merge each live occurrence of (a, b) in where, noting its neighbours.
 
-        `a` at p spans la positions, so `b` starts at q = p + la; c's last position
-        q + lb - 1 gets its end mark (q itself when b spans one position).
+        `a` at p spans la positions, so `b` starts at q = p + la and the token after it at r;
+        c's last position r - 1 gets its end mark, the one of the token before p is at p - 1.
         """
         tok, length = self.tok, self.length
         la, lb = length[a], length[b]
         end_c = _end(c)
-        at = merged.append
+        at, left_end, right_id = done.merged.append, done.left_ends.append, done.right_ids.append
         for p in where:
             if tok[p] != a:
                 continue
             q = p + la
             if tok[q] != b:
                 continue
+            r = q + lb
             tok[p] = c
             tok[q] = DEAD
-            tok[q + lb - 1] = end_c
+            tok[r - 1] = end_c  # q itself when b spans one position
             at(p)
+            left_end(tok[p - 1])  # final: nothing left of p changes later in this pass
+            right_id(tok[r])  # an `a` here may yet become c: see _recount
 
-    def _recount(
-        self, a: int, b: int, c: int, merged: array[int], tick: Callable[[], None]
-    ) -> None:
+    def _recount(self, a: int, b: int, c: int, done: _Pass, tick: Callable[[], None]) -> None:
         """Update the counts from the state after the merge, in bulk.
 
         Around each new c at p, with L its left and R its right neighbour now:
@@ -309,22 +310,32 @@ class _Corpus:
         - L is c too (`a b a b` -> `c c`): (b, a) between them is gone and (c, c) is new;
         - R is an old token: (b, R) is gone and (c, R) is new, starting at p;
         - R is c: nothing, that is the next c's left side. (a, b) itself is gone everywhere.
-        Both are read once the pass is over: L by the mark at p - 1 (its id, or its end mark;
-        L starts length[L] positions before p, in the same sequence, so with the same weight),
-        R at p + length[c] (an `a` there that merged later in the pass reads as c).
+        L is known by the mark at p - 1 (its id, or its end mark), and starts length[L]
+        positions before p (the same sequence, so the same weight).
         """
         tok, k, lc = self.tok, self.k, self.length[c]
         by_left: defaultdict[int, array[int]] = defaultdict(_new_positions)
         by_right: defaultdict[int, array[int]] = defaultdict(_new_positions)
-        part = merged
-        for start in range(0, len(merged), _SLICE):
-            if len(merged) > _SLICE:  # most merges are short: no copy for them
-                part = merged[start : start + _SLICE]
-            left_ends = map(tok.__getitem__, map(sub, part, repeat(1)))
-            deque(map(array.append, map(by_left.__getitem__, left_ends), part), 0)
-            right_ids = map(tok.__getitem__, map(add, part, repeat(lc)))
-            deque(map(array.append, map(by_right.__getitem__, right_ids), part), 0)
+        merged, left_ends, right_ids = done.merged, done.left_ends, done.right_ids
+        sliced = len(merged) > _SLICE  # most merges are short: no copies for them
+        for start in range(0, len(done.merged), _SLICE):
+            if sliced:
+                span = slice(start, start + _SLICE)
+                merged, left_ends, right_ids = (
+                    done.merged[span],
+                    done.left_ends[span],
+                    done.right_ids[span],
+                )
+            deque(map(array.append, map(by_left.__getitem__, left_ends), merged), 0)
+            deque(map(array.append, map(by_right.__getitem__, right_ids), merged), 0)
             tick()
+        if a in by_right:  # R was `a` when p merged; it became c if it merged later
+            where, kept = by_right[a], array("I")
+            for start, stop in _slices(len(where), tick):  # millions, in a run-heavy merge
+                part = where[start:stop]
+                still = map(eq, map(tok.__getitem__, map(add, part, repeat(lc))), repeat(a))
+                kept.extend(compress(part, still))
+            by_right[a] = kept
 
         changes = []  # (gone pair key, new pair key, where c stands, shift to the new pairs)
         for mark, where in by_left.items():
@@ -392,6 +403,17 @@ def _end(token_id: int) -> int:
     """The mark on the last position of a token spanning two or more: below DEAD and BARRIER,
     and its own inverse (_end(_end(i)) == i)."""
     return -3 - token_id
+
+
+class _Pass:
+    """What one merge did: where c now stands, and the marks and ids of its neighbours."""
+
+    __slots__ = ("left_ends", "merged", "right_ids")
+
+    def __init__(self) -> None:
+        self.merged = array("I")  # where each new c starts
+        self.left_ends = array("i")  # the mark left of it: an id, its end mark, or BARRIER
+        self.right_ids = array("i")  # the id right of it when it merged
 
 
 def _byte_tokens(
