@@ -6,6 +6,8 @@ classes (`\\p{L}`) and possessive quantifiers that the standard `re` module lack
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from functools import lru_cache
 
@@ -103,13 +105,54 @@ def split_chunks(text: str, pattern: str) -> list[str]:
     Dropping unmatched text is what tiktoken does too. Whole matches are taken (not groups), so a
     custom pattern with capturing groups still yields whole chunks; empty matches are skipped.
     """
-    twin = _ascii_twin(pattern) if text.isascii() else None
-    if twin is not None:  # no empty matches and no groups: findall's list is the chunks
+    twin = _ascii_twin(pattern)
+    if twin is not None and text.isascii():  # no empty matches, no groups: findall's list is it
         return twin.findall(text)
+    if twin is not None and len(text.encode("utf-8")) - len(text) <= len(text) // 32:
+        chunks = _split_by_stand_ins(text, twin)  # mostly ASCII: code, English with a few “”
+        if chunks is not None:
+            return chunks
     compiled = compile_pattern(pattern)
     if compiled.groups == 0:  # findall gives whole matches then, and is much faster
         return list(filter(None, compiled.findall(text)))
     return [m.group() for m in compiled.finditer(text) if m.end() > m.start()]
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+# What the two patterns ask of a character, and a candidate ASCII stand-in for each kind.
+_CLASSES = [regex.compile(c) for c in (r"\p{L}", r"\p{N}", r"\s", r"[\r\n ']", r"(?i:[sdmtlvre])")]
+_CANDIDATES = "a0\t!"
+
+
+@lru_cache(maxsize=65536)
+def _stand_in(char: str) -> str:
+    """An ASCII character in exactly the same classes as `char` (as `regex` decides them), or ""
+    if none of the candidates is (a letter that matches s, d, m, t, l, v, r or e without case,
+    such as U+017F)."""
+    kinds = [bool(c.fullmatch(char)) for c in _CLASSES]
+    for candidate in _CANDIDATES:
+        if [bool(c.fullmatch(candidate)) for c in _CLASSES] == kinds:
+            return candidate
+    return ""
+
+
+def _split_by_stand_ins(text: str, twin: re.Pattern[str]) -> list[str] | None:
+    """Split with an ASCII twin a copy of text in which each other character is replaced by an
+    ASCII one of the same classes, and cut the text where the copy was cut: both patterns see a
+    character only through its classes. None if a character has no stand-in."""
+    stand_ins = _NON_ASCII.sub(_stand_in_match, text)
+    if len(stand_ins) != len(text):  # a character without a stand-in was dropped
+        return None
+    chunks = twin.findall(stand_ins)
+    ends = list(itertools.accumulate(map(len, chunks)))
+    for match in _NON_ASCII.finditer(text):  # the few chunks that hold a stand-in
+        at = bisect.bisect_right(ends, match.start())
+        chunks[at] = text[ends[at - 1] if at else 0 : ends[at]]
+    return chunks
+
+
+def _stand_in_match(match: re.Match[str]) -> str:
+    return _stand_in(match.group())
 
 
 @lru_cache(maxsize=8)

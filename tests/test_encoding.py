@@ -23,7 +23,7 @@ import bpe
 from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder, encode_ids, fill_cache
 from bpe.model import _split_on_specials
-from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, split_chunks
+from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, _ascii_twin, _split_by_stand_ins, split_chunks
 from bpe.reference import merge_pair
 from bpe.stitch import Stitcher
 from tests.strategies import TEXTS
@@ -326,3 +326,22 @@ def test_filling_a_cache_past_its_limit_keeps_every_piece_of_this_text():
     # Under the limit the cache keeps growing and is itself the table.
     assert fill_cache(cache, ["a", "d"], lambda piece: [0], limit=10) is cache
     assert cache["d"] == [0] and cache["a"] == [97]
+
+
+# Letters (with and without case), digits, spaces, marks, punctuation, emoji; U+017F (long s)
+# matches the contractions' "s" without case, so it has no ASCII stand-in.
+NON_ASCII = "éÉßſKİ²٣\xa0\u2028\u3000\u0301—“😀中"
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    parts=st.lists(st.one_of(ASCII_TEXTS, st.sampled_from(list(NON_ASCII))), max_size=12),
+    pattern=st.sampled_from([GPT4_PATTERN, GPT2_PATTERN]),
+)
+def test_property_mostly_ascii_text_splits_as_regex_splits_it(parts, pattern):
+    text = "".join(parts)
+    expected = [m for m in regex.findall(pattern, text) if m]
+    chunks = _split_by_stand_ins(text, _ascii_twin(pattern))
+    assert chunks == (None if "ſ" in text else expected)
+    padded = text + "x = 1\n" * len(text)  # mostly ASCII: split_chunks takes this path
+    assert split_chunks(padded, pattern) == [m for m in regex.findall(pattern, padded) if m]
