@@ -80,7 +80,7 @@ def run_case(corpus: str, mode: str, args: argparse.Namespace, clock) -> dict[st
         write_tiktoken(tok, Path(tmp) / "tok.tiktoken")
         enc = load_tiktoken(Path(tmp) / "tok.tiktoken")
     fast_ready = tok.fast_path is not None
-    tok._cuts, tok._characters  # noqa: B018  built once per tokeniser, like the fast path
+    tok._cuts, tok._characters, tok._whole_tokens  # noqa: B018  once per tokeniser, like the fast path
 
     def pure() -> list[int]:
         tok.clear_caches()

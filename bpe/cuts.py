@@ -27,7 +27,17 @@ import bisect
 import collections
 import itertools
 import operator
+import sys
 from collections.abc import Iterable
+
+# UTF-32 in the machine's byte order, so that two characters read as one native 8-byte integer
+# give the first one's code in the low half on little-endian machines, the high half otherwise.
+_UTF32 = "utf-32-le" if sys.byteorder == "little" else "utf-32-be"
+
+
+def _pair_code(first: int, second: int) -> int:
+    """Two characters' code points as `_safe_boundaries` reads them from the text."""
+    return first | second << 32 if sys.byteorder == "little" else first << 32 | second
 
 
 def _char_length(lead: int) -> int:
@@ -63,6 +73,7 @@ class CutTable:
         for data in tokens:
             _add_token(data, unsafe, anchored, unanchored)
         self.unsafe_pairs = frozenset(unsafe)
+        self._unsafe_codes = frozenset(_pair_code(ord(pair[0]), ord(pair[1])) for pair in unsafe)
         self.anchors = {char: tuple(sorted(found)) for char, found in anchored.items()}
         self.anchor_chars = frozenset(anchored)
         self.unanchored = tuple(sorted(unanchored))
@@ -86,8 +97,7 @@ class CutTable:
             return [text], set()
         # Boundaries i (1..n-1) whose two characters no token holds together; all in C.
         # safe[i - 1] says whether boundary i is cut; chunk ends are cut even when forbidden.
-        joined = map(operator.add, text, text[1:])
-        safe = list(map(operator.not_, map(self.unsafe_pairs.__contains__, joined)))
+        safe = self._safe_boundaries(text)
         for boundaries, cut in ((forbidden, False), (chunk_ends, True)):
             at = [i - 1 for i in boundaries if 0 < i < n]
             collections.deque(map(safe.__setitem__, at, itertools.repeat(cut)), maxlen=0)
@@ -99,6 +109,20 @@ class CutTable:
         out = [text[: cuts[0]]]
         out.extend(map(text.__getitem__, itertools.starmap(slice, itertools.pairwise(cuts))))
         return out, partial
+
+    def _safe_boundaries(self, text: str) -> list[bool]:
+        """For each boundary i (1..n-1), at index i - 1: no token holds its two characters.
+
+        The pairs are read as 8-byte integers from the text in UTF-32 (two views, one for the
+        boundaries after even positions and one after odd), which costs far less than a
+        two-character string per boundary: Chinese characters are no cached objects."""
+        n = len(text)
+        wide = memoryview(text.encode(_UTF32, errors="surrogatepass"))
+        unsafe = self._unsafe_codes.__contains__
+        safe = [False] * (n - 1)
+        safe[0::2] = map(operator.not_, map(unsafe, wide[: n // 2 * 8].cast("Q")))
+        safe[1::2] = map(operator.not_, map(unsafe, wide[4 : 4 + (n - 1) // 2 * 8].cast("Q")))
+        return safe
 
     def _inside_partial_tokens(self, text: str, data: bytes) -> set[int]:
         """Character boundaries inside an occurrence of a partial token's bytes."""

@@ -32,7 +32,7 @@ from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder, encode_ids, fill_cache
 from bpe.patterns import compile_pattern, split_chunks
 from bpe.pretokenize import PreTokenizer
-from bpe.stitch import Stitcher
+from bpe.stitch import Stitcher, whole_tokens
 from bpe.tiktoken_path import TiktokenPath
 
 MODES = ("naive", "chunked", "words")
@@ -459,6 +459,9 @@ class Tokenizer:
 
     def _encode_new_chunk(self, chunk: str) -> list[int]:
         """One chunk's ids, not looked up in the cache."""
+        token = self._whole_tokens.get(chunk)
+        if token is not None:
+            return [token]
         # ASCII chunks are short and rarely cut: encoding them whole is cheaper.
         if chunk.isascii():
             return encode_ids(list(chunk.encode("ascii")), self.ranks)
@@ -483,8 +486,12 @@ class Tokenizer:
         return CharacterEncoder(self.ranks)
 
     @cached_property
+    def _whole_tokens(self) -> dict[str, int]:
+        return whole_tokens(self.ranks, self.vocab)
+
+    @cached_property
     def _stitcher(self) -> Stitcher:
-        return Stitcher(self.ranks, self.vocab, self._chunk_cache)
+        return Stitcher(self.ranks, self.vocab, self._chunk_cache, self._whole_tokens)
 
     def clear_caches(self) -> None:
         """Forget every encoding remembered so far (pieces, chunks, token pairs): the next
@@ -504,9 +511,12 @@ class Tokenizer:
                 return encode_ids(list(data), self.ranks)
             return self._characters.encode(text)
         bytewise = {pieces[index] for index in partial}  # pieces that hold a partial token
-        characters, ranks = self._characters, self.ranks
+        characters, ranks, whole = self._characters, self.ranks, self._whole_tokens
 
         def encode(piece: str) -> list[int]:
+            token = whole.get(piece)
+            if token is not None:
+                return [token]
             if piece in bytewise:
                 return encode_ids(list(piece.encode("utf-8")), ranks)
             return characters.encode(piece)

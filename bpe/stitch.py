@@ -29,6 +29,7 @@ junctions need a repair (tokens such as "e " or " of the" cross them).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import operator
 import re
@@ -79,6 +80,29 @@ def crosses_before(
             b = parts[b][0]
 
 
+def whole_tokens(ranks: dict[tuple[int, int], int], vocab: dict[int, bytes]) -> dict[str, int]:
+    """Text -> id of every merged token that is its own text's encoding (and whose bytes are
+    text): a piece found here is encoded by one lookup.
+
+    Token `t = (l, r)` encodes as itself exactly when `l` and `r` do and no merge below `t`
+    crosses between them: then both sides become `l` and `r` as they would alone, side by side
+    until merge `t` joins them; and if any of that fails, merge `t`, the last one to apply (its
+    id is the largest), does not find `l` next to `r` over these bytes. Merges come in id order,
+    so one pass decides every token from its parts.
+    """
+    parts = {new: pair for pair, new in ranks.items()}
+    itself: set[int] = set(range(256))
+    found: dict[str, int] = {}
+    for (left, right), new in sorted(ranks.items(), key=operator.itemgetter(1)):
+        if left not in itself or right not in itself:
+            continue
+        if not crosses_before(left, right, new, ranks, parts):
+            itself.add(new)
+            with contextlib.suppress(UnicodeDecodeError):  # part of a character: never a piece
+                found[vocab[new].decode("utf-8")] = new
+    return found
+
+
 class Stitcher:
     """Encodes naive byte-level text by cached pieces joined at checked junctions."""
 
@@ -87,8 +111,10 @@ class Stitcher:
         ranks: dict[tuple[int, int], int],
         vocab: dict[int, bytes],
         piece_cache: dict[str, list[int]],
+        whole: dict[str, int] | None = None,
     ) -> None:
         self.ranks = ranks
+        self.whole = whole or {}  # piece text -> the one token it encodes as (`whole_tokens`)
         self.vocab = vocab
         self.parts = {new: pair for pair, new in ranks.items()}
         self.pieces = piece_cache  # piece text -> its encoding alone (shared, bounded by owner)
@@ -203,9 +229,12 @@ class Stitcher:
         return out
 
     def _encode_pieces(self, pieces: list[str]) -> list[list[int]]:
-        ranks = self.ranks
+        ranks, whole = self.ranks, self.whole
 
         def encode(piece: str) -> list[int]:
+            token = whole.get(piece)
+            if token is not None:
+                return [token]
             return encode_ids(list(piece.encode("utf-8")), ranks)
 
         return list(map(fill_cache(self.pieces, pieces, encode, _MEMO_LIMIT).__getitem__, pieces))

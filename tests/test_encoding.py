@@ -25,7 +25,7 @@ from bpe.encoder import CharacterEncoder, encode_ids, fill_cache
 from bpe.model import _split_on_specials
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, _ascii_twin, _split_by_stand_ins, split_chunks
 from bpe.reference import merge_pair
-from bpe.stitch import Stitcher
+from bpe.stitch import Stitcher, whole_tokens
 from tests.strategies import TEXTS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -345,3 +345,28 @@ def test_property_mostly_ascii_text_splits_as_regex_splits_it(parts, pattern):
     assert chunks == (None if "ſ" in text else expected)
     padded = text + "x = 1\n" * len(text)  # mostly ASCII: split_chunks takes this path
     assert split_chunks(padded, pattern) == [m for m in regex.findall(pattern, padded) if m]
+
+
+# ----- pieces that are one token (bpe.stitch.whole_tokens) -------------------------------------
+@settings(max_examples=200, deadline=None)
+@given(
+    picks=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)), max_size=60),
+    alphabet=st.sampled_from([STITCH_ALPHABET, MULTIBYTE]),
+)
+def test_property_whole_tokens_are_the_tokens_that_encode_as_themselves(picks, alphabet):
+    merges = random_merges(picks, alphabet.encode())
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    expected = {}
+    for _, _, new in merges:
+        data = tok.vocab[new]
+        if seed_rule(list(data), tok.ranks) == [new] and is_text(data):
+            expected[data.decode()] = new
+    assert whole_tokens(tok.ranks, tok.vocab) == expected
+
+
+def is_text(data: bytes) -> bool:
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
