@@ -52,6 +52,21 @@ def fill_cache(
     return table
 
 
+def encode_all(
+    cache: dict[str, list[int]],
+    pieces: list[str],
+    encode: Callable[[str], list[int]],
+    limit: int,
+) -> list[list[int]]:
+    """Every piece's ids, in order, through `fill_cache`."""
+    table = fill_cache(cache, pieces, encode, limit)
+    try:
+        return list(map(table.__getitem__, pieces))
+    except KeyError:  # another thread started the shared cache over since it was filled
+        private = fill_cache({}, pieces, encode, len(pieces))
+        return list(map(private.__getitem__, pieces))
+
+
 class CharacterEncoder(dict[str, tuple[int, ...]]):
     """character -> the ids of its UTF-8 bytes encoded alone, filled on first use.
 

@@ -29,7 +29,7 @@ import regex
 
 from bpe import hf_rule, rank_rule
 from bpe.cuts import CutTable
-from bpe.encoder import CharacterEncoder, encode_ids, fill_cache
+from bpe.encoder import CharacterEncoder, encode_all, encode_ids
 from bpe.patterns import compile_pattern, split_chunks
 from bpe.pretokenize import PreTokenizer
 from bpe.stitch import Stitcher, whole_tokens
@@ -396,8 +396,8 @@ class Tokenizer:
 
     def _look_up(self, pieces: list[str], encode: Callable[[str], list[int]]) -> list[int]:
         """The joined ids of pieces, the new ones encoded by `encode` (once each) and cached."""
-        table = fill_cache(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT)
-        return list(itertools.chain.from_iterable(map(table.__getitem__, pieces)))
+        encodings = encode_all(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT)
+        return list(itertools.chain.from_iterable(encodings))
 
     def pieces(self, text: str) -> list[str]:
         """The pieces encoding works on separately (no merge crosses one): the split pattern's

@@ -34,7 +34,7 @@ import itertools
 import operator
 import re
 
-from bpe.encoder import encode_ids, fill_cache
+from bpe.encoder import encode_all, encode_ids
 
 _INFINITE = 1 << 62
 # Words with the spaces after them, runs of other non-spaces likewise, and leading spaces: every
@@ -158,7 +158,9 @@ class Stitcher:
         ranks, parts = self.ranks, self.parts
         for a, b in unknown:
             valid[a, b] = not crosses_before(a, b, _INFINITE, ranks, parts)
-        known = list(map(valid.__getitem__, junctions))
+        # .get: a pair forgotten since (another thread started `valid` over) counts as failing,
+        # and the loop below checks it again.
+        known = list(map(valid.get, junctions))
         failing = itertools.compress(itertools.count(1), map(operator.not_, known))
         compatible = self.compatible
         out = list(encodings[0])
@@ -237,4 +239,4 @@ class Stitcher:
                 return [token]
             return encode_ids(list(piece.encode("utf-8")), ranks)
 
-        return list(map(fill_cache(self.pieces, pieces, encode, _MEMO_LIMIT).__getitem__, pieces))
+        return encode_all(self.pieces, pieces, encode, _MEMO_LIMIT)

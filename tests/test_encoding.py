@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import bpe
 from bpe.cuts import CutTable
-from bpe.encoder import CharacterEncoder, encode_ids, fill_cache
+from bpe.encoder import CharacterEncoder, encode_all, encode_ids, fill_cache
 from bpe.model import _split_on_specials
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, _ascii_twin, _split_by_stand_ins, split_chunks
 from bpe.reference import merge_pair
@@ -370,3 +370,15 @@ def is_text(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+class Forgetful(dict):
+    """A shared cache that another thread starts over right after this one filled it."""
+
+    def update(self, *args, **kwargs):
+        self.clear()
+
+
+def test_pieces_are_encoded_even_when_the_shared_cache_is_started_over_meanwhile():
+    pieces = ["a", "b", "a"]
+    assert encode_all(Forgetful(), pieces, lambda piece: [ord(piece)], 10) == [[97], [98], [97]]
