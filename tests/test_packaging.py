@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # Our own top-level packages; everything else imported must be stdlib or declared.
-OWN = {"bpe", "webapp", "tests"}
+OWN = {"bpe", "webapp", "tests", "benchmarks"}  # benchmarks: a folder of scripts, imported by path
 
 
 def _normalise(name: str) -> str:
