@@ -50,6 +50,7 @@ _SLICE = 16_384
 # From this many positions on, token ids are kept in an array (2 or 4 bytes each) rather than
 # a list (8 bytes a slot): a naive job on 150 MB would need 1.2 GB for the list alone.
 _ARRAY_FROM = 1 << 23
+_COPY_BYTES = 1 << 23  # the byte layout is copied this much at a time (~2 ms), then a tick
 
 
 def train_efficient(
@@ -488,9 +489,14 @@ def _byte_layout(ordered: list[Sequence[int]], tick: Callable[[], None]) -> byte
         if not all(map(isinstance, part, repeat(bytes))):
             return None
         joined = b"\xff".join(part)  # type: ignore[arg-type]
-        if joined.count(b"\xff") != len(part) - 1:  # a 0xFF inside a sequence
+        barriers = 0
+        # A naive corpus is one sequence: copied and checked a piece at a time.
+        for at in range(0, len(joined), _COPY_BYTES):
+            barriers += joined.count(b"\xff", at, at + _COPY_BYTES)
+            layout += memoryview(joined)[at : at + _COPY_BYTES]
+            tick()
+        if barriers != len(part) - 1:  # a 0xFF inside a sequence
             return None
-        layout += joined
         layout += b"\xff"
     return layout
 

@@ -20,10 +20,12 @@ from itertools import product
 import pytest
 
 import bpe
+import bpe.efficient
 import bpe.pacing
 from bpe import chunk_counts
 from bpe.pacing import collector_paused, release, slices
 from bpe.patterns import GPT4_PATTERN, compile_pattern
+from bpe.reference import train_reference
 
 # 512 distinct words, each twice, 16 to a line (~4 KB): chunked and words mode keep one sequence
 # per distinct chunk or word, so every mode has thousands of items of work in each phase.
@@ -56,6 +58,7 @@ WORD_LAYOUT = sum(len(word) + 2 for word in DISTINCT)  # characters, `</w>` and 
 EXPECTED = {
     "naive": {
         "encode the text": len(TEXT),
+        "lay out the bytes": len(TEXT),  # one sequence, copied a byte at a time here
         "bucket the pairs": len(TEXT),
         "tear down the trainer": len(TEXT),
     },
@@ -85,6 +88,7 @@ def one_item_slices(monkeypatch):
     monkeypatch.setattr(bpe.pacing, "_SMALLEST_SLICE", 1)
     monkeypatch.setattr(bpe.pacing, "_SLICE_SECONDS", 0.0)
     monkeypatch.setattr(bpe.pacing, "_REPORT_EVERY", 0.0)
+    monkeypatch.setattr(bpe.efficient, "_COPY_BYTES", 1)
 
 
 def phase_now() -> str:
@@ -169,6 +173,15 @@ def test_the_chunk_counter_helper_process_is_waited_for_with_checks(one_item_sli
         Counter(compile_pattern(GPT4_PATTERN).findall(text)).items()
     )
     assert seen["count chunks"] >= 200  # this process's half, a safe cut at a time
+
+
+def test_a_byte_layout_copied_in_pieces_still_finds_a_0xff_inside_a_sequence(one_item_slices):
+    sequences = [(b"ab\xffab", 2), (b"abab\xffb", 1)]  # not UTF-8: laid out as ids instead
+    assert bpe.efficient._byte_layout([ids for ids, _ in sequences], lambda: None) is None
+    kwargs = {"first_id": 256, "max_merges": 3}
+    assert bpe.efficient.train_efficient(sequences, **kwargs) == train_reference(
+        sequences, **kwargs
+    )
 
 
 # ----- the pieces ---------------------------------------------------------------------------
