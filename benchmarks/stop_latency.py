@@ -4,9 +4,10 @@ For each case (corpus, mode, vocab size) a fresh process trains with a should_st
 stops and a progress callback, both noting the time they are called; the gaps between calls
 (from the start of `train()` to its end) give the worst and 99th-percentile latency. The same
 training without callbacks gives the overhead: time with both / time without, best of
---repeat runs each, alternating. Beside each wall-clock gap, the CPU time this process's
+--repeat runs each, alternating (and the same ratio of the training thread's CPU time, which
+a loaded machine disturbs less). Beside each wall-clock gap, the CPU time this process's
 main thread spent in it: on a shared machine the wall time stretches with the load, the CPU
-time does not (on an idle one the two agree, except while waiting on the chunk counter).
+time far less (on an idle one the two agree, except while waiting on the chunk counter).
 
     .venv/bin/python benchmarks/stop_latency.py
     .venv/bin/python benchmarks/stop_latency.py --cases chinese_modern:words:10000 --repeat 1
@@ -114,6 +115,7 @@ def run_one(corpus: str, mode: str, vocab: int, callbacks: bool, explain: float 
         watchdog.join()
     return {
         "seconds": ended - started,
+        "cpu_seconds": ended_cpu - started_cpu,
         "stops": [started, *stops, ended],
         "reports": [started, *reports, ended],
         "stops_cpu": [started_cpu, *stop_cpu, ended_cpu],
@@ -200,7 +202,7 @@ def main() -> None:
     print(
         f"{'case':30} {'stop worst':>10} {'cpu':>6} {'p99':>6} {'checks':>7} "
         f"{'prog worst':>10} {'cpu':>6} {'p99':>6} {'reports':>7} "
-        f"{'with s':>7} {'w/o s':>7} {'ratio':>6}"
+        f"{'with s':>7} {'w/o s':>7} {'ratio':>6} {'cpu ratio':>9}"
     )
     for case in args.cases:
         corpus, mode, vocab = case.split(":")
@@ -217,11 +219,14 @@ def main() -> None:
         _, stop_p99, checks = gaps_ms(best["stops"])
         _, prog_p99, reports = gaps_ms(best["reports"])
         without = min(r["seconds"] for r in runs[False])
+        cpu_with = min(r["cpu_seconds"] for r in runs[True])
+        cpu_without = min(r["cpu_seconds"] for r in runs[False])
         print(
             f"{case:30} {worst['stops']:8.0f}ms {worst['stops_cpu']:4.0f}ms {stop_p99:4.0f}ms"
             f" {checks:7d} {worst['reports']:8.0f}ms {worst['reports_cpu']:4.0f}ms"
             f" {prog_p99:4.0f}ms {reports:7d}"
             f" {best['seconds']:7.2f} {without:7.2f} {best['seconds'] / without:6.3f}"
+            f" {cpu_with / cpu_without:9.3f}"
             f"  (load {os.getloadavg()[0]:.1f})",
             flush=True,
         )
