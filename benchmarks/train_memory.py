@@ -87,7 +87,8 @@ def work_job(db_url: str, job_id: int) -> dict:
 
 def prepare_job(corpus: str, folder: str, vocab: int) -> dict:
     """Store the corpus through the upload path and queue a naive job on it (not measured)."""
-    from benchmarks._common import store_corpus
+    from _common import store_corpus
+
     from webapp import create_app
     from webapp.jobs.store import JobStore
 
@@ -101,8 +102,7 @@ def prepare_job(corpus: str, folder: str, vocab: int) -> dict:
 
 def work_rustbpe(corpus: str, vocab: int) -> dict:
     import rustbpe
-
-    from benchmarks.train_vs_peers import LINES_PATTERN, line_blocks
+    from train_vs_peers import LINES_PATTERN, line_blocks
 
     text = Path(corpus).read_text(encoding="utf-8")
     tok = rustbpe.Tokenizer()
