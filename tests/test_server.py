@@ -10,13 +10,28 @@ import json
 import os
 import subprocess
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+from flask import Flask
 
 from tests.readme_server import BIN, makefile_server_line, start_readme_server
 from tests.waiting import free_port, wait_for_server
 from webapp import create_app, stop_runners
 from webapp.models import Evaluation, TrainingJob, utcnow
+
+
+@contextmanager
+def serving(app_config: dict) -> Iterator[Flask]:
+    """An app built as a serving process builds it (run_jobs=True: a gunicorn worker), its
+    runners stopped and its database closed when the block ends, as when that process exits."""
+    app = create_app(app_config, run_jobs=True)
+    try:
+        yield app
+    finally:
+        stop_runners(app)
+        app.extensions["bpe_db"].dispose()
 
 
 def running_job(app, corpus_id: int) -> int:
@@ -36,27 +51,15 @@ def job_status(app, job_id: int) -> str:
 @pytest.mark.embedded_only
 def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make_corpus, app):
     app_config["JOBS_MODE"] = "thread"
-    owner = create_app(app_config, run_jobs=True)
-    try:
+    with serving(app_config) as owner:
         job_id = running_job(owner, make_corpus().id)
-        second = create_app(app_config, run_jobs=True)  # e.g. a second gunicorn worker
-        try:
+        with serving(app_config) as second:  # e.g. a second gunicorn worker
             assert second.extensions["bpe_jobs"]._thread is None
             assert job_status(second, job_id) == "running"  # not marked interrupted
-        finally:
-            stop_runners(second)
-            second.extensions["bpe_db"].dispose()
-    finally:
-        stop_runners(owner)
-        owner.extensions["bpe_db"].dispose()
     # Once the owner is gone, the next serving process takes over and recovers the job.
-    successor = create_app(app_config, run_jobs=True)
-    try:
+    with serving(app_config) as successor:
         assert successor.extensions["bpe_jobs"]._thread is not None
         assert job_status(successor, job_id) == "interrupted"
-    finally:
-        stop_runners(successor)
-        successor.extensions["bpe_db"].dispose()
 
 
 def running_evaluation(app, tokenizer) -> int:
@@ -83,26 +86,14 @@ def test_one_serving_process_of_several_runs_the_evaluations(app_config, make_to
     them (its own file lock), so a second worker starting never marks the first's running
     evaluation interrupted; once the first is gone, the next one recovers it."""
     app_config["JOBS_MODE"] = "thread"
-    first = create_app(app_config, run_jobs=True)
-    try:
+    with serving(app_config) as first:
         evaluation_id = running_evaluation(first, make_tokenizer())
-        second = create_app(app_config, run_jobs=True)
-        try:
+        with serving(app_config) as second:
             assert second.extensions["bpe_evaluations"]._thread is None
             assert evaluation_status(second, evaluation_id) == "running"
-        finally:
-            stop_runners(second)
-            second.extensions["bpe_db"].dispose()
-    finally:
-        stop_runners(first)
-        first.extensions["bpe_db"].dispose()
-    successor = create_app(app_config, run_jobs=True)
-    try:
+    with serving(app_config) as successor:
         assert successor.extensions["bpe_evaluations"]._thread is not None
         assert evaluation_status(successor, evaluation_id) == "interrupted"
-    finally:
-        stop_runners(successor)
-        successor.extensions["bpe_db"].dispose()
 
 
 def test_flask_commands_never_touch_jobs(app, make_corpus):
