@@ -458,3 +458,32 @@ def test_the_job_page_refreshes_itself_without_javascript_until_done(
     assert "succeeded" in page and 'http-equiv="refresh"' not in page
     # Wall time and training time are named apart, written the way every page writes them.
     assert "Finished: wall time " in page and ", of which training " in page
+
+
+@pytest.mark.embedded_only
+def test_a_training_process_terminated_from_outside_is_interrupted_not_failed(
+    threaded_app, monkeypatch, random_words
+):
+    """SIGTERM is a shut-down (multiprocessing's exit handler ends daemonic children when the
+    serving process exits first; so does the system's), not a crash: the job can be run again."""
+    import os
+    import signal
+
+    runner = threaded_app.extensions["bpe_jobs"]
+    spawned: list[int] = []
+    real_spawn = runner._spawn
+
+    def spawn_and_remember(job_id):
+        child = real_spawn(job_id)
+        spawned.append(child.process.pid)
+        return child
+
+    monkeypatch.setattr(runner, "_spawn", spawn_and_remember)
+    corpus = stored_corpus(threaded_app, random_words(60000), "w")
+    job_id = start_job(
+        threaded_app.test_client(), corpus.slug, vocab_size="20000", trainer="reference"
+    )
+    wait_for(lambda: job_row(threaded_app, job_id).merges_done > 0, timeout=60)
+    os.kill(spawned[0], signal.SIGTERM)
+    wait_for(lambda: job_row(threaded_app, job_id).status != "running", timeout=10)
+    assert job_row(threaded_app, job_id).status == "interrupted"

@@ -140,6 +140,11 @@ class Supervisor:
         if self.store.status(child.job_id) == JobStatus.RUNNING:
             if child.cancel_sent is not None:
                 self.store.finish(child.job_id, JobStatus.CANCELLED, elapsed=self._age(child))
+            elif child.process.exitcode == -signal.SIGTERM:
+                # Stopped from outside, not crashed: a shut-down terminated it (multiprocessing's
+                # exit handler ends daemonic children if the process exits before this runner
+                # interrupts them; or the system's). It can be run again.
+                self.store.finish(child.job_id, JobStatus.INTERRUPTED, error=INTERRUPTED_MESSAGE)
             else:
                 code = child.process.exitcode
                 self.store.finish(
