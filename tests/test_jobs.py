@@ -415,14 +415,9 @@ def test_a_job_whose_process_cannot_start_fails_with_the_reason(threaded_app, mo
     assert "no more processes" in job_row(threaded_app, job_id).error
 
 
-@pytest.mark.embedded_only
-def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
-    threaded_app, monkeypatch, random_words
-):
-    import os
-    import signal
-
-    runner = threaded_app.extensions["bpe_jobs"]
+def remember_spawned_pids(app, monkeypatch) -> list[int]:
+    """The pids of the training children the app's runner starts from now on, in order."""
+    runner = app.extensions["bpe_jobs"]
     spawned: list[int] = []
     real_spawn = runner._spawn
 
@@ -432,6 +427,17 @@ def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
         return child
 
     monkeypatch.setattr(runner, "_spawn", spawn_and_remember)
+    return spawned
+
+
+@pytest.mark.embedded_only
+def test_a_training_process_killed_mid_run_fails_the_job_and_the_runner_goes_on(
+    threaded_app, monkeypatch, random_words
+):
+    import os
+    import signal
+
+    spawned = remember_spawned_pids(threaded_app, monkeypatch)
     client = threaded_app.test_client()
     corpus = stored_corpus(threaded_app, random_words(60000), "w")
     # Reference trainer with a large vocab: still running when the process is killed.
@@ -469,16 +475,7 @@ def test_a_training_process_terminated_from_outside_is_interrupted_not_failed(
     import os
     import signal
 
-    runner = threaded_app.extensions["bpe_jobs"]
-    spawned: list[int] = []
-    real_spawn = runner._spawn
-
-    def spawn_and_remember(job_id):
-        child = real_spawn(job_id)
-        spawned.append(child.process.pid)
-        return child
-
-    monkeypatch.setattr(runner, "_spawn", spawn_and_remember)
+    spawned = remember_spawned_pids(threaded_app, monkeypatch)
     corpus = stored_corpus(threaded_app, random_words(60000), "w")
     job_id = start_job(
         threaded_app.test_client(), corpus.slug, vocab_size="20000", trainer="reference"
