@@ -155,6 +155,48 @@ def test_compacting_stale_positions_changes_nothing(monkeypatch):
         assert_same_training(text, mode, merges=60)
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    sequences=st.lists(
+        st.tuples(st.lists(st.integers(0, 3), max_size=30), st.integers(0, 4)), max_size=6
+    ),
+    max_merges=st.integers(0, 20),
+    min_frequency=st.integers(1, 3),
+    per_floor=st.sampled_from([1, 2, 5]),
+    step=st.sampled_from([2, 8]),
+)
+def test_property_a_high_floor_falling_trains_like_the_reference(
+    sequences, max_merges, min_frequency, per_floor, step
+):
+    kwargs = {"first_id": 4, "max_merges": max_merges, "min_frequency": min_frequency}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bpe.efficient, "_POSITIONS_PER_FLOOR", per_floor)
+        patch.setattr(bpe.efficient, "_FLOOR_STEP", step)
+        patch.setattr(bpe.efficient, "_FLOOR", 1)  # so the floor falls through small counts
+        assert train_efficient(sequences, **kwargs) == train_reference(sequences, **kwargs)
+
+
+@pytest.mark.parametrize("step", [2, 8])
+def test_a_floor_grown_with_the_corpus_falls_step_by_step_to_the_reference(monkeypatch, step):
+    # A large corpus starts tracking only pairs of one count per _POSITIONS_PER_FLOOR positions
+    # and lowers that floor as training reaches it; a lowered divisor makes these small texts
+    # start far above their pairs' counts, so every merge past the first few comes after a
+    # fall of the floor.
+    monkeypatch.setattr(bpe.efficient, "_POSITIONS_PER_FLOOR", 4)
+    monkeypatch.setattr(bpe.efficient, "_FLOOR_STEP", step)
+    text = (
+        "the cat sat on the mat, the rat ate the hat; " * 20 + "aaaaaaa bababab \u4e2d\u6587 " * 9
+    )
+    corpus = bpe.efficient._Corpus([(text.encode("utf-8"), 1)], 256 + 80, 1, lambda: None)
+    assert corpus.floor > 4 * bpe.efficient._FLOOR  # the test is about a high floor
+    for mode in MODES:
+        for min_frequency in (1, 3):
+            assert_same_training(text, mode, merges=80, min_frequency=min_frequency)
+    weighted = [(b"abcabcab", 7), (b"bcbcbc", 2), (b"ca", 40)]
+    kwargs = {"first_id": 256, "max_merges": 12}
+    assert train_efficient(weighted, **kwargs) == train_reference(weighted, **kwargs)
+
+
 @pytest.mark.parametrize(("first_id", "typecode"), [(256, "h"), (40_000, "i")])
 def test_large_corpus_ids_in_an_array_train_like_the_reference(monkeypatch, first_id, typecode):
     # A large corpus keeps its ids in an array of 2 bytes (4 once ids pass 2**15) instead of a
