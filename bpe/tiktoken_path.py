@@ -25,6 +25,7 @@ import array
 import functools
 import itertools
 import operator
+import re
 import unicodedata
 from typing import TYPE_CHECKING
 
@@ -76,11 +77,27 @@ def unknown_to_python() -> frozenset[str]:
     return frozenset(found)
 
 
+@functools.cache
+def _suspects() -> re.Pattern[str]:
+    """A class holding every character of `unknown_to_python`: its characters in the Basic
+    Multilingual Plane, and every character above it. `re` tests a class of BMP characters with
+    one bitmap lookup, so a search costs a few ms on 2 MB of Chinese, where testing every
+    character against the set took ~40 ms (beside tiktoken's ~250 ms); characters above the BMP
+    are rare outside emoji, and only those found are looked up in the set."""
+    codes = sorted(ord(char) for char in unknown_to_python() if char <= "\uffff")
+    ranges = []
+    for _, run in itertools.groupby(enumerate(codes), lambda pair: pair[1] - pair[0]):
+        run_codes = [code for _, code in run]
+        ranges.append(f"\\u{run_codes[0]:04x}-\\u{run_codes[-1]:04x}")
+    return re.compile(f"[{''.join(ranges)}\\U00010000-\\U0010ffff]")
+
+
 def needs_pure_path(text: str) -> bool:
     """True if tiktoken could split or read this text differently (see the module docstring)."""
     if text.isascii():
         return False
-    return not unknown_to_python().isdisjoint(text)
+    suspects = _suspects().findall(text)
+    return bool(suspects) and not unknown_to_python().isdisjoint(suspects)
 
 
 class TiktokenPath:

@@ -113,6 +113,14 @@ def test_custom_patterns_words_mode_and_new_characters_stay_pure():
     assert needs_pure_path("a\ud800")  # a lone surrogate: tiktoken would replace it
 
 
+def test_every_character_unknown_to_python_sends_text_to_the_pure_path():
+    # needs_pure_path looks up only the characters its class finds: it must find each of them.
+    missed = [c for c in unknown_to_python() if not needs_pure_path("中文 " + c + " é")]
+    assert missed == []
+    # Characters above the BMP are found too, but known ones keep the fast path.
+    assert not needs_pure_path("中文 é 😀 \U00020000")
+
+
 def test_encode_batch_matches_encode_on_both_engines(monkeypatch):
     text = "The quick brown fox, 東京 😀, jumps over the lazy dog. " * 50
     tok = bpe.train(text, vocab_size=400, mode="chunked", special_tokens=["<|x|>"])
