@@ -505,19 +505,19 @@ class Tokenizer:
         `chunk_ends`, each piece looked up in (or added to) the chunk cache: the same ids as
         encoding it whole (or chunk by chunk)."""
         data = text.encode("utf-8")
-        pieces, partial = self._cuts.pieces(text, data, chunk_ends)
+        pieces = self._cuts.pieces(text, chunk_ends)
+        holds_partial = self._cuts.holds_partial
         if len(pieces) == 1:
-            if partial:
+            if holds_partial(text):
                 return encode_ids(list(data), self.ranks)
             return self._characters.encode(text)
-        bytewise = {pieces[index] for index in partial}  # pieces that hold a partial token
         characters, ranks, whole = self._characters, self.ranks, self._whole_tokens
 
         def encode(piece: str) -> list[int]:
             token = whole.get(piece)
             if token is not None:
                 return [token]
-            if piece in bytewise:
+            if holds_partial(piece):
                 return encode_ids(list(piece.encode("utf-8")), ranks)
             return characters.encode(piece)
 

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpe
+from bpe import cuts as cuts_module
 from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder, encode_all, encode_ids, fill_cache
 from bpe.model import _split_on_specials
@@ -131,14 +132,14 @@ def test_property_cut_pieces_encode_like_the_whole(picks, text):
     merges = random_merges(picks, MULTIBYTE.encode())
     tok = bpe.Tokenizer(mode="naive", merges=merges)
     cuts = CutTable(tok.vocab[new] for _, _, new in merges)
-    pieces, partial = cuts.pieces(text, text.encode())
+    pieces = cuts.pieces(text)
     assert "".join(pieces) == text
     characters = CharacterEncoder(tok.ranks)
     whole = seed_rule(list(text.encode()), tok.ranks)
     by_pieces: list[int] = []
-    for index, piece in enumerate(pieces):
+    for piece in pieces:
         by_pieces += seed_rule(list(piece.encode()), tok.ranks)
-        if index not in partial:
+        if not cuts.holds_partial(piece):
             assert characters.encode(piece) == seed_rule(list(piece.encode()), tok.ranks)
     assert by_pieces == whole
 
@@ -156,10 +157,25 @@ def test_a_token_holding_part_of_a_character_keeps_its_text_whole():
     ]
     tok = bpe.Tokenizer(mode="naive", merges=merges)
     cuts = CutTable(tok.vocab[new] for _, _, new in merges)
-    assert cuts.pieces("基础基", "基础基".encode()) == (["基础", "基"], {0})
-    assert cuts.pieces("础基", "础基".encode()) == (["础", "基"], set())
+    assert cuts.pieces("基础基") == ["基础", "基"]
+    assert cuts.holds_partial("基础") and not cuts.holds_partial("基")
+    assert cuts.pieces("础基") == ["础", "基"]
+    assert not cuts.holds_partial("础")
     assert tok.encode("基础基础") == [260, 260]
     assert tok.encode("丹基础") == oracle_encode(tok, "丹基础")
+
+
+def test_text_holding_the_cut_marks_is_cut_alike():
+    # pieces() marks cuts in a copy of the text with a pair of noncharacters the text does not
+    # hold; a text holding one pair uses another, one holding them all is sliced instead.
+    ji, chu = "基".encode(), "础".encode()
+    merges = [(ji[0], ji[1], 256), (256, ji[2], 257), (chu[0], chu[1], 258), (257, 258, 259)]
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    every = "".join(chr(c) + chr(c + 1) for c in cuts_module._MARKS)
+    for marks in ["", "\ufdd0\ufdd1", "\ufdd1", every]:
+        text = "基础基中" + marks + "础基础"
+        assert tok._cuts.pieces(text) == ["基础", "基", "中", *marks, "础", "基础"]
+        assert tok.encode(text) == oracle_encode(tok, text)
 
 
 def test_two_partial_characters_in_one_token_are_found_by_their_bytes():
@@ -170,8 +186,21 @@ def test_two_partial_characters_in_one_token_are_found_by_their_bytes():
     tok = bpe.Tokenizer(mode="naive", merges=merges)
     text = "的中的文的中"
     assert tok.encode(text) == oracle_encode(tok, text)
-    pieces, partial = tok._cuts.pieces(text, text.encode())
-    assert "".join(pieces) == text and partial
+    pieces = tok._cuts.pieces(text)
+    assert "".join(pieces) == text and any(map(tok._cuts.holds_partial, pieces))
+
+
+def test_partial_tokens_of_a_tail_and_a_character_or_a_tail_and_a_head_are_found():
+    # The last byte of 中 (e4 b8 ad) with the whole 的 (e7 9a 84): found where 的 follows a
+    # character ending in ad. The last byte of 的 with the first byte of 中: found among the
+    # characters that byte starts. Cut at 中|的 or 的|中, neither would form.
+    de, zhong = "的".encode(), "中".encode()
+    tail_and_character = [(de[0], de[1], 256), (256, de[2], 257), (zhong[2], 257, 258)]
+    tail_and_head = [(de[2], zhong[0], 256)]
+    for merges in (tail_and_character, tail_and_head):
+        tok = bpe.Tokenizer(mode="naive", merges=merges)
+        for text in ["中的中的", "的中文的中", "文的中"]:
+            assert tok.encode(text) == oracle_encode(tok, text)
 
 
 def test_words_mode_is_unchanged_by_the_fast_paths():
