@@ -34,7 +34,7 @@ import itertools
 import operator
 import re
 
-from bpe.encoder import encode_all, encode_ids
+from bpe.encoder import encode_all, encode_ids, encode_pieces
 
 _INFINITE = 1 << 62
 # Words with the spaces after them, runs of other non-spaces likewise, and leading spaces: every
@@ -118,7 +118,10 @@ class Stitcher:
         self.vocab = vocab
         self.parts = {new: pair for pair, new in ranks.items()}
         self.pieces = piece_cache  # piece text -> its encoding alone (shared, bounded by owner)
-        self.valid: dict[tuple[int, int], bool] = {}  # pair -> encodes as itself
+        # A pair (a, b) is keyed as the int a << shift | b: ints are not tracked by the garbage
+        # collector, and the ~400k junction tuples of 2 MB made it run ~900 times per encode.
+        self.shift = (max(self.parts, default=255) + 1).bit_length()
+        self.valid: dict[int, bool] = {}  # pair's key -> the pair encodes as itself
         self.joined: dict[tuple[int, int], list[int]] = {}  # invalid pair -> enc(its bytes)
         # (token, piece) -> enc(the token's bytes + the piece's): a failing junction's repair.
         # 2 MB of English has ~130k failing junctions but only ~10k distinct such repairs.
@@ -132,11 +135,12 @@ class Stitcher:
 
     def compatible(self, a: int, b: int) -> bool:
         """`[a, b]` is the encoding of `a`'s bytes then `b`'s (both valid alone)."""
-        ok = self.valid.get((a, b))
+        key = a << self.shift | b
+        ok = self.valid.get(key)
         if ok is None:
             if len(self.valid) >= _MEMO_LIMIT:
                 self.valid.clear()
-            ok = self.valid[a, b] = not crosses_before(a, b, _INFINITE, self.ranks, self.parts)
+            ok = self.valid[key] = not crosses_before(a, b, _INFINITE, self.ranks, self.parts)
         return ok
 
     def encode(self, text: str) -> list[int]:
@@ -145,9 +149,13 @@ class Stitcher:
             return []
         encodings = self._encode_pieces(pieces)
         # Junction j lies between pieces j - 1 and j; most are valid and need no Python loop.
+        shift = self.shift
         lasts = map(operator.itemgetter(-1), encodings)
         firsts = map(operator.itemgetter(0), itertools.islice(encodings, 1, None))
-        junctions = list(zip(lasts, firsts, strict=False))  # one fewer junction than pieces
+        # One fewer junction than pieces, each keyed a << shift | b.
+        junctions = list(
+            map(operator.or_, map(operator.lshift, lasts, itertools.repeat(shift)), firsts)
+        )
         valid = self.valid
         unknown = set(
             itertools.compress(junctions, map(operator.not_, map(valid.__contains__, junctions)))
@@ -156,8 +164,9 @@ class Stitcher:
             valid.clear()
             unknown = set(junctions)
         ranks, parts = self.ranks, self.parts
-        for a, b in unknown:
-            valid[a, b] = not crosses_before(a, b, _INFINITE, ranks, parts)
+        mask = (1 << shift) - 1
+        for key in unknown:
+            valid[key] = not crosses_before(key >> shift, key & mask, _INFINITE, ranks, parts)
         # .get: a pair forgotten since (another thread started `valid` over) counts as failing,
         # and the loop below checks it again.
         known = list(map(valid.get, junctions))
@@ -185,7 +194,7 @@ class Stitcher:
                 key = None  # set when the first repair, (out[-1], piece j), is to be memoised
                 while out:
                     a, b = out[-1], seq[0]
-                    ok = valid_get((a, b))
+                    ok = valid_get(a << shift | b)
                     if ok is None:
                         ok = compatible(a, b)
                     if ok:
@@ -206,7 +215,7 @@ class Stitcher:
                         seq = both
                     else:
                         c, d = both[-1], seq[1]
-                        ok = valid_get((c, d))
+                        ok = valid_get(c << shift | d)
                         if ok is None:
                             ok = compatible(c, d)
                         if ok:
@@ -239,4 +248,7 @@ class Stitcher:
                 return [token]
             return encode_ids(list(piece.encode("utf-8")), ranks)
 
-        return encode_all(self.pieces, pieces, encode, _MEMO_LIMIT)
+        def encode_many(new: set[str]) -> dict[str, list[int]]:
+            return encode_pieces(new, ranks, whole, encode)
+
+        return encode_all(self.pieces, pieces, encode, _MEMO_LIMIT, encode_many)
