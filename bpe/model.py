@@ -29,7 +29,7 @@ import regex
 
 from bpe import hf_rule, rank_rule
 from bpe.cuts import CutTable
-from bpe.encoder import CharacterEncoder, encode_all, encode_ids
+from bpe.encoder import CharacterEncoder, encode_ids, encode_joined, encode_pieces
 from bpe.patterns import compile_pattern, split_chunks
 from bpe.pretokenize import PreTokenizer
 from bpe.stitch import Stitcher, whole_tokens
@@ -391,13 +391,18 @@ class Tokenizer:
                 ends = list(itertools.accumulate(map(len, chunks)))
                 if ends[-1] == len(text):
                     return self._encode_in_pieces(text, ends)
-            return self._look_up(chunks, self._encode_new_chunk)
+            return encode_joined(
+                self._chunk_cache,
+                chunks,
+                self._encode_new_chunk,
+                _CHUNK_CACHE_LIMIT,
+                self._encode_new_chunks,
+            )
         return self._encode_words(text)
 
     def _look_up(self, pieces: list[str], encode: Callable[[str], list[int]]) -> list[int]:
         """The joined ids of pieces, the new ones encoded by `encode` (once each) and cached."""
-        encodings = encode_all(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT)
-        return list(itertools.chain.from_iterable(encodings))
+        return encode_joined(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT)
 
     def pieces(self, text: str) -> list[str]:
         """The pieces encoding works on separately (no merge crosses one): the split pattern's
@@ -466,6 +471,10 @@ class Tokenizer:
         if chunk.isascii():
             return encode_ids(list(chunk.encode("ascii")), self.ranks)
         return self._encode_in_pieces(chunk)
+
+    def _encode_new_chunks(self, new: set[str]) -> dict[str, list[int]]:
+        """`_encode_new_chunk` of each, most of them with no Python call of their own."""
+        return encode_pieces(new, self.ranks, self._whole_tokens, self._encode_new_chunk)
 
     def _encode_chunk(self, chunk: str) -> list[int]:
         cached = self._chunk_cache.get(chunk)

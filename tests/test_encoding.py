@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import bpe
 from bpe import cuts as cuts_module
 from bpe.cuts import CutTable
-from bpe.encoder import CharacterEncoder, encode_all, encode_ids, fill_cache
+from bpe.encoder import CharacterEncoder, encode_all, encode_ids, encode_pieces, fill_cache
 from bpe.model import _split_on_specials
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, _ascii_twin, _split_by_stand_ins, split_chunks
 from bpe.reference import merge_pair
@@ -355,6 +355,31 @@ def test_filling_a_cache_past_its_limit_keeps_every_piece_of_this_text():
     # Under the limit the cache keeps growing and is itself the table.
     assert fill_cache(cache, ["a", "d"], lambda piece: [0], limit=10) is cache
     assert cache["d"] == [0] and cache["a"] == [97]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    picks=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)), max_size=60),
+    # Up to 40 characters: short ASCII pieces take the rescanning loop, longer ones (and any
+    # with a multi-byte character) the caller's encoder.
+    pieces=st.sets(
+        st.one_of(
+            st.text(alphabet="a ,\n", max_size=40),
+            st.lists(st.sampled_from(list(MULTIBYTE)), max_size=40).map("".join),
+        )
+    ),
+)
+def test_property_new_pieces_are_encoded_as_the_seed_rule_encodes_them(picks, pieces):
+    merges = random_merges(picks, MULTIBYTE.encode())
+    tok = bpe.Tokenizer(mode="naive", merges=merges)
+    pieces.discard("")
+    pieces |= {tok.vocab[new].decode() for _, _, new in merges if is_text(tok.vocab[new])}
+
+    def other(piece: str) -> list[int]:
+        return encode_ids(list(piece.encode()), tok.ranks)
+
+    table = encode_pieces(set(pieces), tok.ranks, whole_tokens(tok.ranks, tok.vocab), other)
+    assert table == {piece: seed_rule(list(piece.encode()), tok.ranks) for piece in pieces}
 
 
 # Letters (with and without case), digits, spaces, marks, punctuation, emoji; U+017F (long s)
