@@ -33,6 +33,9 @@ CORPORA_DIR = Path(os.environ.get("BPE_CORPORA_DIR", REPO / "corpora-data"))
 CORPORA = ["english_small.txt", "english_large.txt", "chinese_modern.txt", "code.txt"]
 SLICE_BYTES = 50_000
 
+# Merges of at most this many positions take the plain loop, longer ones the bulk path: none,
+# a mix (a list of 3 or fewer goes one way, longer ones the other), or nearly all of them.
+SMALL_MERGES = [0, 3, 48]
 # Long runs and alternations stress the overlap rules harder than TEXTS alone.
 RUNS = st.lists(
     st.one_of(
@@ -102,12 +105,15 @@ def test_weights_and_barriers_between_sequences():
         max_size=6,
     ),
     max_merges=st.integers(0, 20),
+    small=st.sampled_from(SMALL_MERGES),
 )
-def test_property_engine_on_bytes_equals_reference(sequences, max_merges):
+def test_property_engine_on_bytes_equals_reference(sequences, max_merges, small):
     # Bytes take the fast layout unless a 0xFF (never in UTF-8) forces the general one.
     as_bytes = [(bytes(ids), weight) for ids, weight in sequences]
     kwargs = {"first_id": 256, "max_merges": max_merges}
-    assert train_efficient(as_bytes, **kwargs) == train_reference(sequences, **kwargs)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bpe.efficient, "_SMALL", small)
+        assert train_efficient(as_bytes, **kwargs) == train_reference(sequences, **kwargs)
 
 
 @settings(max_examples=150, deadline=None)
@@ -118,12 +124,14 @@ def test_property_engine_on_bytes_equals_reference(sequences, max_merges):
     max_merges=st.integers(0, 20),
     min_frequency=st.integers(1, 4),
     in_array=st.booleans(),
+    small=st.sampled_from(SMALL_MERGES),
 )
 def test_property_engine_equals_reference_on_weighted_sequences(
-    sequences, max_merges, min_frequency, in_array
+    sequences, max_merges, min_frequency, in_array, small
 ):
     kwargs = {"first_id": 4, "max_merges": max_merges, "min_frequency": min_frequency}
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bpe.efficient, "_SMALL", small)
         if in_array:  # ids in an array, as a large corpus keeps them
             patch.setattr(bpe.efficient, "_ARRAY_FROM", 0)
         assert train_efficient(sequences, **kwargs) == train_reference(sequences, **kwargs)
@@ -135,9 +143,12 @@ def test_property_engine_equals_reference_on_weighted_sequences(
     merges=st.integers(0, 40),
     mode=st.sampled_from(MODES),
     min_frequency=st.sampled_from([1, 1, 2, 3]),
+    small=st.sampled_from(SMALL_MERGES),
 )
-def test_property_train_equals_reference_in_every_mode(text, merges, mode, min_frequency):
-    assert_same_training(text, mode, merges, min_frequency)
+def test_property_train_equals_reference_in_every_mode(text, merges, mode, min_frequency, small):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bpe.efficient, "_SMALL", small)
+        assert_same_training(text, mode, merges, min_frequency)
 
 
 def test_long_merges_walked_in_slices_match_the_reference(monkeypatch):
