@@ -15,8 +15,8 @@ across b in this text, b can be cut.
   learn `基` + the first two bytes of `础`, a *partial token*) is searched for in the text: by
   the occurrences of its whole characters, with neighbours that end with its tail and start
   with its head, or, made of a tail and a head only, by the characters its head can start. No
-  boundary inside an occurrence is cut, and a piece that holds one (`holds_partial`, decided
-  by the piece's own bytes) is encoded byte by byte rather than character by character.
+  boundary inside an occurrence is cut, and the piece that holds one is encoded byte by byte
+  rather than character by character.
 
 For English most letter pairs sit inside some token, so cuts fall mostly around punctuation;
 for Chinese, where chunks are long runs of letters that rarely repeat, most boundaries between
@@ -63,8 +63,12 @@ def _is_continuation(byte: int) -> bool:
     return byte & 0xC0 == 0x80
 
 
-# Partial tokens whose head or tail fits more characters than this are searched in every text.
-_MAX_ANCHORS = 4096
+# A partial token's edges, as tests on the code points beside its whole characters: a tail
+# (the last bytes of the character before) as (mask, value, smallest code point), a head (the
+# first bytes of the character after) as the range of code points starting with them.
+Tail = tuple[int, int, int]
+Head = tuple[int, int]
+Shape = tuple[Tail | None, str, Head | None]
 
 
 class CutTable:
@@ -72,46 +76,47 @@ class CutTable:
 
     def __init__(self, tokens: Iterable[bytes]) -> None:
         unsafe: set[str] = set()
-        anchored: dict[str, set[bytes]] = {}  # character -> partial tokens it may be part of
-        unanchored: set[bytes] = set()
-        shapes: set[tuple[bytes, str, bytes]] = set()  # partial tokens as (tail, whole, head)
+        shapes: set[tuple[bytes, str, bytes]] = set()  # partial tokens: (tail, whole, head)
         for data in tokens:
-            _add_token(data, unsafe, anchored, unanchored, shapes)
+            _add_token(data, unsafe, shapes)
         self.unsafe_pairs = frozenset(unsafe)
         # pair code -> 0: the boundary between the two characters is not cut (`pieces`).
         self._no_cut = dict.fromkeys((_pair_code(ord(p[0]), ord(p[1])) for p in unsafe), 0)
-        self.anchors = {char: tuple(sorted(found)) for char, found in anchored.items()}
-        self.anchor_chars = frozenset(anchored)
-        # One `re` class finds the anchors a text holds in C (a set per character cost ~30 ms
-        # on 2 MB of Chinese).
-        escaped = "".join(map(re.escape, sorted(anchored)))
-        self._anchor_class = re.compile(f"[{escaped}]") if anchored else None
-        self.unanchored = tuple(sorted(unanchored))
-        # Where partial tokens are searched for: those holding whole characters by the first of
-        # them, those made of a tail and a head by the characters the head can start.
-        self._by_first: dict[str, list[tuple[bytes, str, bytes]]] = {}
-        self._by_head: dict[bytes, list[bytes]] = {}
+        # Partial tokens holding whole characters are searched for by the first of them, those
+        # made of a tail and a head by the characters the head starts; one `re` class each
+        # finds the characters a text holds in C.
+        self._by_first: dict[str, list[Shape]] = {}
+        self._tail_and_head: list[tuple[Tail, Head]] = []
         for tail, whole, head in sorted(shapes):
+            head_range = _code_range(head) if head else None
+            if len(tail) > 3 or (head and head_range is None):
+                continue  # no character ends with the tail or starts with the head: never occurs
+            tail_test = _tail_test(tail)
             if whole:
-                self._by_first.setdefault(whole[0], []).append((tail, whole, head))
-            else:
-                self._by_head.setdefault(head, []).append(tail)
-        ranges = filter(None, map(_code_range, self._by_head))
-        spans = "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in sorted(ranges))
+                self._by_first.setdefault(whole[0], []).append((tail_test, whole, head_range))
+            elif tail_test is not None and head_range is not None:
+                self._tail_and_head.append((tail_test, head_range))
+        firsts = "".join(map(re.escape, sorted(self._by_first)))
+        self._first_class = re.compile(f"[{firsts}]") if firsts else None
+        spans = "".join(f"\\U{low:08x}-\\U{high:08x}" for _, (low, high) in self._tail_and_head)
         self._head_class = re.compile(f"[{spans}]") if spans else None
 
-    def pieces(self, text: str, chunk_ends: Iterable[int] = ()) -> list[str]:
-        """Text cut at every character boundary no token can sit across. `chunk_ends`:
+    def pieces(self, text: str, chunk_ends: Iterable[int] = ()) -> tuple[list[str], set[str]]:
+        """Text cut at every character boundary no token can sit across, and the pieces that
+        hold a partial token: those must be encoded byte by byte (see `bpe.encoder`'s
+        `CharacterEncoder`), the others can be encoded character by character. `chunk_ends`:
         character offsets the text is cut at as well (chunked mode: no merge crosses a chunk's
-        end). A piece may hold a partial token (`holds_partial`).
+        end).
 
         >>> CutTable([b"ab", b"c"]).pieces("abcab")
-        ['ab', 'c', 'ab']
+        (['ab', 'c', 'ab'], set())
+        >>> CutTable(["基".encode() + "础".encode()[:2]]).pieces("基础基")  # 基, part of 础
+        (['基础', '基'], {'基础'})
         """
         n = len(text)
+        forbidden = sorted(set(self._inside_partial_tokens(text)))
         if n < 2:
-            return [text]
-        forbidden = self._inside_partial_tokens(text)
+            return [text], set()
         # The pairs of neighbouring characters as native 8-byte integers, read from the text in
         # UTF-32 (a string per pair would cost far more: Chinese characters are no cached
         # objects), and looked up in C: cut[i] says whether the text is cut after character i.
@@ -126,47 +131,60 @@ class CutTable:
             at = map(operator.sub, boundaries, itertools.repeat(1))
             collections.deque(map(cut.__setitem__, at, itertools.repeat(value)), maxlen=0)
         cut[-1] = 0
-        return _split_after(text, chars, cut)
-
-    def holds_partial(self, piece: str) -> bool:
-        """True if the piece holds a partial token: then it must be encoded byte by byte (see
-        `bpe.encoder.CharacterEncoder`), otherwise character by character.
-
-        >>> table = CutTable(["基".encode() + "础".encode()[:2]])  # 基 and part of 础
-        >>> table.holds_partial("基础"), table.holds_partial("础基"), table.holds_partial("基")
-        (True, False, False)
-        """
-        if not self.unanchored and self.anchor_chars.isdisjoint(piece):
-            return False
-        data = piece.encode("utf-8")
-        found = map(self.anchors.__getitem__, self.anchor_chars.intersection(piece))
-        return any(map(data.__contains__, itertools.chain(self.unanchored, *found)))
+        pieces = _split_after(text, chars, cut)
+        # The piece holding boundary b comes after the cuts before b, counted in C.
+        partial: set[str] = set()
+        index = counted = 0
+        for boundary in forbidden:
+            if not cut[boundary - 1]:
+                index += cut.count(1, counted, boundary - 1)
+                counted = boundary - 1
+                partial.add(pieces[index])
+        return pieces, partial
 
     def _inside_partial_tokens(self, text: str) -> list[int]:
         """Character boundaries inside an occurrence of a partial token: the occurrences of its
-        whole characters (found in C), where the characters beside them end with its tail and
-        start with its head."""
+        whole characters (found by str.find, in C) where the character before fits its tail
+        and the one after its head, or, for a tail and a head only, the characters in its
+        head's range (found by one `re` class) after a character that fits its tail."""
         forbidden: list[int] = []
         n = len(text)
-        present = set(self._anchor_class.findall(text)) if self._anchor_class else set()
-        for char in present.intersection(self._by_first):
+        present = set(self._first_class.findall(text)) if self._first_class else set()
+        for char in present:
             for tail, whole, head in self._by_first[char]:
                 at = text.find(whole)
                 while at >= 0:
                     end = at + len(whole)
-                    if (not tail or (at and text[at - 1].encode("utf-8").endswith(tail))) and (
-                        not head or (end < n and text[end].encode("utf-8").startswith(head))
+                    if (tail is None or (at and _fits(ord(text[at - 1]), tail))) and (
+                        head is None or (end < n and head[0] <= ord(text[end]) <= head[1])
                     ):
                         forbidden.extend(range(at if tail else at + 1, end + 1 if head else end))
                     at = text.find(whole, at + 1)
         if self._head_class is not None:
             for match in self._head_class.finditer(text, 1):
-                at, data = match.start(), match.group().encode("utf-8")
-                before = text[at - 1].encode("utf-8")
-                for length in range(1, len(data)):
-                    if any(map(before.endswith, self._by_head.get(data[:length], ()))):
+                at = match.start()
+                before, after = ord(text[at - 1]), ord(match.group())
+                for tail, (low, high) in self._tail_and_head:
+                    if low <= after <= high and _fits(before, tail):
                         forbidden.append(at)
         return forbidden
+
+
+def _fits(code: int, tail: Tail) -> bool:
+    """Whether the character with this code point ends with the tail's bytes."""
+    mask, value, smallest = tail
+    return code & mask == value and code >= smallest
+
+
+def _tail_test(tail: bytes) -> Tail | None:
+    """A tail of k continuation bytes as a test on code points: their low 6k bits, and at
+    least k + 1 bytes of UTF-8."""
+    if not tail:
+        return None
+    value = 0
+    for byte in tail:
+        value = value << 6 | byte & 0x3F
+    return (1 << 6 * len(tail)) - 1, value, (0x80, 0x800, 0x10000)[len(tail) - 1]
 
 
 def _split_after(text: str, chars: memoryview, cut: bytearray) -> list[str]:
@@ -191,13 +209,7 @@ def _split_after(text: str, chars: memoryview, cut: bytearray) -> list[str]:
     return marked.decode(_UTF32).replace(chr(mark), "").split(chr(mark + 1))
 
 
-def _add_token(
-    data: bytes,
-    unsafe: set[str],
-    anchored: dict[str, set[bytes]],
-    unanchored: set[bytes],
-    shapes: set[tuple[bytes, str, bytes]],
-) -> None:
+def _add_token(data: bytes, unsafe: set[str], shapes: set[tuple[bytes, str, bytes]]) -> None:
     starts = [j for j, byte in enumerate(data) if not _is_continuation(byte)]
     if not [j for j in starts if j > 0]:
         return  # inside one character: it cannot sit across a character boundary
@@ -227,48 +239,10 @@ def _add_token(
         unsafe.update(map(operator.add, chars, chars[1:]))
         return
     # Part of a character sits across an inner boundary: no pair of whole characters says
-    # where this token can occur, so its bytes are searched for in text that may hold it,
-    # text holding one of its whole characters or, failing that, a character its partial
-    # head or tail can belong to.
-    anchors = [char for char in chars if char is not None]
+    # where this token can occur, so it is searched for in each text (`_inside_partial_tokens`).
     tail = b"" if chars[0] is not None else data[: spans[0][1]]
     head = b"" if chars[-1] is not None else data[spans[-1][0] :]
-    shapes.add((tail, "".join(anchors), head))
-    if not anchors:
-        anchors = _characters_starting_with(head) or _characters_ending_with(tail)
-    if not anchors:
-        unanchored.add(data)
-    for char in anchors[:1] if chars.count(None) < len(chars) else anchors:
-        anchored.setdefault(char, set()).add(data)
-
-
-def _characters_starting_with(head: bytes) -> list[str]:
-    """Every character whose UTF-8 starts with these bytes, if there are few enough."""
-    missing = _char_length(head[0]) - len(head)
-    if missing <= 0 or 64**missing > _MAX_ANCHORS:
-        return []
-    return _decodable(
-        head + bytes(rest) for rest in itertools.product(range(0x80, 0xC0), repeat=missing)
-    )
-
-
-def _characters_ending_with(tail: bytes) -> list[str]:
-    """Every character whose UTF-8 ends with these continuation bytes, if there are few enough."""
-    found: list[str] = []
-    for length in (2, 3, 4):
-        missing = length - len(tail) - 1
-        if missing < 0:
-            continue
-        if 64**missing * 64 > _MAX_ANCHORS:
-            return []
-        for lead in range(0xC2, 0xF5):
-            if _char_length(lead) != length:
-                continue
-            found += _decodable(
-                bytes([lead, *rest]) + tail
-                for rest in itertools.product(range(0x80, 0xC0), repeat=missing)
-            )
-    return found
+    shapes.add((tail, "".join(char for char in chars if char is not None), head))
 
 
 def _code_range(head: bytes) -> tuple[int, int] | None:

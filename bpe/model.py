@@ -514,10 +514,9 @@ class Tokenizer:
         `chunk_ends`, each piece looked up in (or added to) the chunk cache: the same ids as
         encoding it whole (or chunk by chunk)."""
         data = text.encode("utf-8")
-        pieces = self._cuts.pieces(text, chunk_ends)
-        holds_partial = self._cuts.holds_partial
+        pieces, bytewise = self._cuts.pieces(text, chunk_ends)  # bytewise: hold a partial token
         if len(pieces) == 1:
-            if holds_partial(text):
+            if bytewise:
                 return encode_ids(list(data), self.ranks)
             return self._characters.encode(text)
         characters, ranks, whole = self._characters, self.ranks, self._whole_tokens
@@ -526,7 +525,7 @@ class Tokenizer:
             token = whole.get(piece)
             if token is not None:
                 return [token]
-            if holds_partial(piece):
+            if piece in bytewise:
                 return encode_ids(list(piece.encode("utf-8")), ranks)
             return characters.encode(piece)
 
