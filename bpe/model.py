@@ -19,6 +19,7 @@ that needs "is this id a merge, which rank" asks `merge_rank(id)`, never `id - b
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -521,15 +522,25 @@ class Tokenizer:
             return self._characters.encode(text)
         characters, ranks, whole = self._characters, self.ranks, self._whole_tokens
 
-        def encode(piece: str) -> list[int]:
-            token = whole.get(piece)
-            if token is not None:
-                return [token]
-            if piece in bytewise:
-                return encode_ids(list(piece.encode("utf-8")), ranks)
-            return characters.encode(piece)
+        def encode_many(new: set[str]) -> dict[str, list[int]]:
+            # Most new pieces are one token or a few characters: the lookups, the characters'
+            # ids and the calls of encode_ids run in C, with no Python frame of their own.
+            table = {piece: [whole[piece]] for piece in whole.keys() & new}
+            rest = new.difference(table)
+            by_bytes = rest.intersection(bytewise)
+            by_chars = list(rest.difference(by_bytes))
+            char_ids = map(functools.partial(map, characters.__getitem__), by_chars)
+            ids = map(list, map(itertools.chain.from_iterable, char_ids))
+            table.update(zip(by_chars, map(encode_ids, ids, itertools.repeat(ranks)), strict=True))
+            table.update(
+                (piece, encode_ids(list(piece.encode("utf-8")), ranks)) for piece in by_bytes
+            )
+            return table
 
-        return self._look_up(pieces, encode)
+        def encode(piece: str) -> list[int]:
+            return encode_many({piece})[piece]
+
+        return encode_joined(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT, encode_many)
 
     def _encode_words(self, text: str) -> list[int]:
         unknown = self.special_tokens[UNKNOWN]

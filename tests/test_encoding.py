@@ -196,7 +196,9 @@ def test_partial_tokens_of_a_tail_and_a_character_or_a_tail_and_a_head_are_found
     de, zhong = "的".encode(), "中".encode()
     tail_and_character = [(de[0], de[1], 256), (256, de[2], 257), (zhong[2], 257, 258)]
     tail_and_head = [(de[2], zhong[0], 256)]
-    for merges in (tail_and_character, tail_and_head):
+    # ... and learned before 的 itself: encoded alone, 的 would be one token, in "的中" it is not.
+    before_the_character = [(de[2], zhong[0], 256), (de[0], de[1], 257), (257, de[2], 258)]
+    for merges in (tail_and_character, tail_and_head, before_the_character):
         tok = bpe.Tokenizer(mode="naive", merges=merges)
         for text in ["中的中的", "的中文的中", "文的中"]:
             assert tok.encode(text) == oracle_encode(tok, text)
