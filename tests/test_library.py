@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpe
+import bpe.training
 from bpe.encoder import _encode_by_rescanning, _encode_with_heap
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, split_chunks
 from bpe.reference import get_pair_counts, merge_pair
@@ -272,6 +273,16 @@ def test_progress_reports_every_merge_and_cancel_raises():
     with pytest.raises(bpe.TrainingCancelled) as info:
         bpe.train(LOREM, vocab_size=300, trainer=TRAINER, should_stop=lambda: next(calls) >= 3)
     assert info.value.merges_done == 3
+
+
+def test_a_large_naive_text_is_checked_before_its_utf8_parts_are_joined(monkeypatch):
+    # The join of a large text's UTF-8 parts is one C call of tens of ms before the trainer's
+    # first check, so a check is made just before it, due or not (the threshold lowered here).
+    monkeypatch.setattr(bpe.training, "_CHECK_BEFORE_JOIN", 0)
+    seen: list[bpe.Progress] = []
+    bpe.train(LOREM, vocab_size=266, mode="naive", trainer=TRAINER, progress=seen.append)
+    assert seen[0] == bpe.Progress(0, 0, None, 0, 0)  # splitting's report, before the trainer's
+    assert [p.merges_done for p in seen[1:]] == list(range(1, 11))
 
 
 # ----- isolation ----------------------------------------------------------------------------------
