@@ -1,6 +1,6 @@
 """The set-up the page benchmarks share: an app on a throw-away SQLite database with jobs left
-queued, and corpora and tokenisers stored through the app's own paths (webapp.uploads,
-webapp.convert), as an upload and a finished job store them."""
+queued, and corpora and tokenisers stored through the app's own paths (webapp.storage.uploads,
+webapp.storage.convert), as an upload and a finished job store them."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ sys.path.insert(0, str(ROOT))
 
 import bpe  # after the path: this checkout's own bpe and webapp
 from webapp import create_app
-from webapp.convert import store_tokenizer
-from webapp.uploads import store_text
+from webapp.storage.convert import store_tokenizer
+from webapp.storage.uploads import store_text
 
 
 def bench_app(prefix: str, **config: Any):

@@ -37,7 +37,7 @@ from _common import ROOT  # puts this checkout first on sys.path
 from server_load import Served
 
 import bpe
-from webapp.sample import SAMPLE_VOCAB_SIZE, sample_text
+from webapp.content.sample import SAMPLE_VOCAB_SIZE, sample_text
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--no-first-run"]

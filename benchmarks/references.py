@@ -30,9 +30,9 @@ from tiktoken.load import load_tiktoken_bpe
 
 from bpe.evaluate import evaluate
 from bpe.importers import import_path
-from webapp import db
-from webapp.imports import import_upload
-from webapp.models import Merge, VocabEntry
+from webapp.content.imports import import_upload
+from webapp.storage import db
+from webapp.storage.models import Merge, VocabEntry
 
 
 def timed(fn):
@@ -99,7 +99,7 @@ def main() -> None:
     )
     assert warm.status_code == 200, warm.status_code
     with app.app_context():
-        from webapp.convert import load_tokenizer
+        from webapp.storage.convert import load_tokenizer
 
         ours_tok = load_tokenizer(db.session(), row)
     pages, fragments, encodes, theirs = [], [], [], []

@@ -74,9 +74,9 @@ def work_lib(corpus: str, vocab: int, started: float) -> dict:
 def work_job(db_url: str, job_id: int) -> dict:
     import multiprocessing
 
-    from webapp.db import Database
     from webapp.jobs.process import child_main
     from webapp.jobs.store import JobStore
+    from webapp.storage.db import Database
 
     store = JobStore(Database(db_url))
     assert store.claim(job_id, stale_after=3600), "the job was not queued"

@@ -2,12 +2,12 @@
 
     .venv/bin/python benchmarks/vocab_page.py [--merges 50000] [--repeat 30] [--train]
 
-The tokeniser is stored through the app's own path (webapp.convert.store_tokenizer) in a fresh
-SQLite database, then each page is requested through Flask's test client (server time only:
-SQL, rendering, no network). By default the merges are synthetic but valid (each joins two
-earlier tokens, lengths capped like real ones, counts falling like real ones), so the
-benchmark needs no corpus; `--train` trains the efficient trainer on english_small.txt
-instead (needs the corpora: ../shared/corpora/make_corpora.sh).
+The tokeniser is stored through the app's own path (webapp.storage.convert.store_tokenizer) in a
+fresh SQLite database, then each page is requested through Flask's test client (server time only:
+SQL, rendering, no network). By default the merges are synthetic but valid (each joins two earlier
+tokens, lengths capped like real ones, counts falling like real ones), so the benchmark needs no
+corpus; `--train` trains the efficient trainer on english_small.txt instead (needs the corpora:
+../shared/corpora/make_corpora.sh).
 
 The peer is the obvious way without SQL paging: rebuild the vocabulary in Python from the
 tokeniser (as `tok.vocab` does), filter and sort it there, and slice one page. Ratios are

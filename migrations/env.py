@@ -10,8 +10,8 @@ import os
 from alembic import context
 from sqlalchemy import pool
 
-from webapp.db import Database
-from webapp.models import Base
+from webapp.storage.db import Database
+from webapp.storage.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -43,11 +43,12 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 import bpe
-from webapp import create_app, db, stop_runners
-from webapp.convert import store_tokenizer
-from webapp.models import Owner
-from webapp.owners import OWNER_COOKIE, token_hash
-from webapp.uploads import store_text
+from webapp import create_app, stop_runners
+from webapp.plumbing.owners import OWNER_COOKIE, token_hash
+from webapp.storage import db
+from webapp.storage.convert import store_tokenizer
+from webapp.storage.models import Owner
+from webapp.storage.uploads import store_text
 
 pytest_plugins = ["tests.browser"]  # the `browser` fixture of the real-browser tests
 
@@ -343,7 +344,7 @@ def client(app, owner):
 @pytest.fixture
 def make_owner(app):
     """make_owner() -> TestOwner: another owner, with a fresh random token."""
-    from webapp.owners import new_token
+    from webapp.plumbing.owners import new_token
 
     def _make() -> TestOwner:
         token = new_token()

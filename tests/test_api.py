@@ -54,7 +54,7 @@ def test_an_encode_answer_is_byte_for_byte_what_jsonify_gives(
     made, then reused) it must equal jsonify of the same structure, for specials, `</w>` words,
     tokens that are half a UTF-8 character, characters JSON escapes, and ids past the cap on
     cached pieces."""
-    import webapp.encode_json
+    import webapp.rendering.encode_json
 
     ref = make_tokenizer(vocab_size=300, mode=mode, special_tokens=["<|end|>"])
     tok = ref.tok
@@ -77,8 +77,12 @@ def test_an_encode_answer_is_byte_for_byte_what_jsonify_gives(
     )
     url = f"/api/t/{ref.slug}/encode"
     # A few pieces kept, the rest made per answer; then all kept; then all reused.
-    for cap in (3, webapp.encode_json.MAX_PIECES, webapp.encode_json.MAX_PIECES):
-        monkeypatch.setattr(webapp.encode_json, "MAX_PIECES", cap)
+    for cap in (
+        3,
+        webapp.rendering.encode_json.MAX_PIECES,
+        webapp.rendering.encode_json.MAX_PIECES,
+    ):
+        monkeypatch.setattr(webapp.rendering.encode_json, "MAX_PIECES", cap)
         response = client.post(url, json={"text": text, "allowed_special": "all"})
         assert response.mimetype == "application/json"
         assert response.get_data(as_text=True) == expected + "\n"

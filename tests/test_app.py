@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from webapp import config, create_app
-from webapp.models import Corpus, Tokenizer, utcnow
+from webapp.storage.models import Corpus, Tokenizer, utcnow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ def test_bad_environment_value_stops_start_up_naming_the_variable(monkeypatch, a
 
 
 def test_postgres_urls_use_psycopg3():
-    from webapp.db import normalize_url
+    from webapp.storage.db import normalize_url
 
     assert normalize_url("postgres://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
     assert normalize_url("postgresql://h/db") == "postgresql+psycopg://h/db"
@@ -163,13 +163,13 @@ def test_api_errors_are_json(client):
 def test_sizes_are_decimal_units_everywhere():
     import doctest
 
-    from webapp import errors
+    from webapp import refusals
 
-    assert doctest.testmod(errors).failed == 0
+    assert doctest.testmod(refusals).failed == 0
     assert (
-        errors.human_bytes(150_000_000) == "150 MB"
+        refusals.human_bytes(150_000_000) == "150 MB"
     )  # not "143.1 MB", binary under a decimal name
-    assert errors.human_bytes(50_000) == "50 kB"
+    assert refusals.human_bytes(50_000) == "50 kB"
 
 
 def test_the_favicon_is_our_own_file(client):

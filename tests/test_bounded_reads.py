@@ -9,7 +9,7 @@ import re
 
 from sqlalchemy import event
 
-from webapp.uploads import PREVIEW_CHARS
+from webapp.storage.uploads import PREVIEW_CHARS
 
 READS_TEXT = re.compile(r"corpora\.text\b|\bsubstr\s*\(|\btext\s+FROM\s+corpora\b", re.I)
 

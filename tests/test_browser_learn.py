@@ -37,8 +37,8 @@ def live_server(served):
 @pytest.fixture(scope="module")
 def trio(served):
     """Three tokenisers of one corpus (naive, chunked, words), stored as a finished job would."""
-    from webapp.convert import store_tokenizer
-    from webapp.uploads import store_text
+    from webapp.storage.convert import store_tokenizer
+    from webapp.storage.uploads import store_text
 
     app = served[1]
     text = LOREM * 4

@@ -37,8 +37,8 @@ def site(tmp_path_factory):
 def trained(site):
     """A chunked tokeniser trained on mixed text; returns (base url, tokeniser slug)."""
     import bpe
-    from webapp.convert import store_tokenizer
-    from webapp.uploads import store_text
+    from webapp.storage.convert import store_tokenizer
+    from webapp.storage.uploads import store_text
 
     url, app = site
     database = app.extensions["bpe_db"]
@@ -186,7 +186,7 @@ def test_screenshots_of_the_main_pages(browser, site, trained, width):
     page.goto(url + "/")
     shoot(page, "home", width)
 
-    from webapp.uploads import store_text
+    from webapp.storage.uploads import store_text
 
     big = (MIXED_TEXT + "more words to merge, and then some more words again\n") * 400
     corpus, _ = store_text(

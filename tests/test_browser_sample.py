@@ -108,10 +108,10 @@ def own_long_named_pair(app, sample_slug: str) -> tuple[str, str]:
     """An owner (the browser gets its cookie) with two tokenisers of long names on the sample
     corpus: the longest labels "Compare with…" has to fit. -> (owner token, first slug)."""
     import bpe
-    from webapp.convert import store_tokenizer
-    from webapp.models import Corpus, Owner
-    from webapp.owners import new_token, token_hash
-    from webapp.sample import sample_text
+    from webapp.content.sample import sample_text
+    from webapp.plumbing.owners import new_token, token_hash
+    from webapp.storage.convert import store_tokenizer
+    from webapp.storage.models import Corpus, Owner
 
     token = new_token()
     database = app.extensions["bpe_db"]
@@ -132,7 +132,7 @@ def own_long_named_pair(app, sample_slug: str) -> tuple[str, str]:
 def test_at_390_px_compare_with_fits_its_card_and_the_table_shows_it_scrolls(browser, site):
     from playwright.sync_api import expect
 
-    from webapp.owners import OWNER_COOKIE
+    from webapp.plumbing.owners import OWNER_COOKIE
 
     url, app = site
     context = browser.new_context(viewport=PHONE)

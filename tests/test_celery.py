@@ -22,8 +22,8 @@ from tests.waiting import free_port, wait_for
 from webapp import create_app, stop_runners
 from webapp.jobs.celery_backend import TASK_NAME
 from webapp.jobs.settings import JobSettings
-from webapp.models import Corpus, Tokenizer, TrainingJob, utcnow
-from webapp.uploads import store_text
+from webapp.storage.models import Corpus, Tokenizer, TrainingJob, utcnow
+from webapp.storage.uploads import store_text
 
 pytestmark = pytest.mark.celery
 
@@ -102,7 +102,7 @@ def test_a_worker_trains_a_job_and_only_the_id_travels(web, celery_workers, rand
     expected = bpe.train(text, vocab_size=400, trainer="reference")
     with web.extensions["bpe_db"].read_scope() as session:
         row = session.get_one(Tokenizer, done.tokenizer_id)
-        from webapp.convert import load_tokenizer
+        from webapp.storage.convert import load_tokenizer
 
         assert load_tokenizer(session, row).merges == expected.merges
 
@@ -136,7 +136,7 @@ def test_a_worker_killed_mid_job_leaves_nothing_running_and_a_rerun_matches(
     assert again.status == "succeeded", again.error
     expected = bpe.train(text, vocab_size=420, trainer="reference")
     with web.extensions["bpe_db"].read_scope() as session:
-        from webapp.convert import load_tokenizer
+        from webapp.storage.convert import load_tokenizer
 
         row = session.get_one(Tokenizer, again.tokenizer_id)
         assert load_tokenizer(session, row).merges == expected.merges
@@ -317,8 +317,8 @@ def test_a_worker_runs_an_evaluation_that_the_web_process_only_queued(
     web, celery_workers, make_tokenizer
 ):
     from tests.conftest import SAMPLE_TEXT
-    from webapp.evaluations import claim
-    from webapp.models import Evaluation
+    from webapp.jobs.evaluations import claim
+    from webapp.storage.models import EvaluationRow
 
     tok = make_tokenizer()
     database = web.extensions["bpe_db"]
@@ -326,9 +326,9 @@ def test_a_worker_runs_an_evaluation_that_the_web_process_only_queued(
         tokenizer_id=tok.id, corpus_id=tok.corpus_id
     )
 
-    def row() -> Evaluation:
+    def row() -> EvaluationRow:
         with database.read_scope() as session:
-            return session.get_one(Evaluation, evaluation_id)
+            return session.get_one(EvaluationRow, evaluation_id)
 
     assert row().status == "queued"  # the web process sent the id; it runs nothing itself
     celery_workers()

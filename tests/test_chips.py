@@ -1,6 +1,6 @@
-"""webapp.chips writes token chips in Python: the HTML must be exactly what the Jinja macros it
-replaces wrote (kept verbatim in tests/chips_reference.html), on hostile token text above all:
-`<script>`, quotes and `=`, RTL overrides and other control characters, half a UTF-8
+"""webapp.rendering.chips writes token chips in Python: the HTML must be exactly what the Jinja
+macros it replaces wrote (kept verbatim in tests/chips_reference.html), on hostile token text
+above all: `<script>`, quotes and `=`, RTL overrides and other control characters, half a UTF-8
 character, newline tokens, a combining mark at a token's start, special tokens, `</w>`."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpe
-from webapp import chips
-from webapp.chips import NO_MARK, encoded_chips, id_stream_html, stream_html, token_html
-from webapp.template_filters import esc_filter
-from webapp.token_display import (
+from webapp.rendering import chips
+from webapp.rendering.chips import NO_MARK, encoded_chips, id_stream_html, stream_html, token_html
+from webapp.rendering.template_filters import esc_filter
+from webapp.rendering.token_display import (
     INVALID_RULES,
     TokenInfo,
     split_character_groups,
@@ -24,7 +24,7 @@ from webapp.token_display import (
     token_view,
     token_views,
 )
-from webapp.utf8 import is_valid_utf8
+from webapp.rendering.utf8 import is_valid_utf8
 
 HOSTILE = (
     '<script>alert("x")</script> "\'><img src=x onerror=alert(1)> hx-get="/api" &amp; &lt;\n'
@@ -174,7 +174,7 @@ def test_a_full_cache_starts_again_and_stays_right(reference, tokenizers, monkey
 
 
 def test_the_pages_macros_are_the_python_renderer(app, reference, tokenizers):
-    """templates/_tokens.html's stream and token macros hand over to webapp.chips."""
+    """templates/_tokens.html's stream and token macros hand over to webapp.rendering.chips."""
     tok = tokenizers["naive"]
     ids = _hostile_ids(tok)
     views = _text_views(tok, ids, "group", False)

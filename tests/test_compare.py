@@ -12,10 +12,10 @@ from sqlalchemy import func, select
 
 import bpe
 from tests.test_xss import NEVER_RAW, SPECIAL, TEXTS, check_page
-from webapp.comparison import crosses_chunk_boundary, verdict
-from webapp.convert import store_tokenizer
-from webapp.models import Tokenizer, TrainingJob
-from webapp.token_display import needs_escape
+from webapp.rendering.comparison import crosses_chunk_boundary, verdict
+from webapp.rendering.token_display import needs_escape
+from webapp.storage.convert import store_tokenizer
+from webapp.storage.models import Tokenizer, TrainingJob
 
 HX = {"HX-Request": "true"}
 # Seed 000's point on a small text: naive BPE glues word ends to the next space ("t ", "at ").

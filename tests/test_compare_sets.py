@@ -10,7 +10,7 @@ from itertools import accumulate
 import pytest
 
 from tests.test_library import LOREM
-from webapp.comparison import crosses_chunk_boundary
+from webapp.rendering.comparison import crosses_chunk_boundary
 
 HX = {"HX-Request": "true"}
 TEXT = "that cat sat at the mat; it is not what it was. " * 4

@@ -19,8 +19,8 @@ from werkzeug.serving import make_server
 
 from tests.conftest import JOB_BACKEND
 from webapp import create_app, stop_runners
-from webapp.models import Corpus, TrainingJob
-from webapp.uploads import store_text
+from webapp.storage.models import Corpus, TrainingJob
+from webapp.storage.uploads import store_text
 
 
 @pytest.fixture

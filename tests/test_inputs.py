@@ -1,5 +1,5 @@
-"""webapp.inputs: a url-encoded form is refused (400, naming the byte) exactly when a name or
-value is not UTF-8 once percent-decoded, whichever way the check gets there: the parsed form
+"""webapp.plumbing.inputs: a url-encoded form is refused (400, naming the byte) exactly when a
+name or value is not UTF-8 once percent-decoded, whichever way the check gets there: the parsed form
 when it proves the bytes were fine, the byte-by-byte decoding otherwise."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webapp.utf8 import is_valid_utf8
+from webapp.rendering.utf8 import is_valid_utf8
 
 FORM = "application/x-www-form-urlencoded"
 

@@ -18,12 +18,12 @@ from sqlalchemy import func, select
 from tests.waiting import wait_for
 from webapp.jobs.process import Supervisor
 from webapp.jobs.settings import JobSettings
-from webapp.models import JobStatus, Tokenizer, TrainingJob
-from webapp.uploads import store_text
+from webapp.storage.models import JobStatus, Tokenizer, TrainingJob
+from webapp.storage.uploads import store_text
 
 SUPERVISOR = """
 import sys, time
-from webapp.db import Database
+from webapp.storage.db import Database
 from webapp.jobs.process import Supervisor
 from webapp.jobs.store import JobStore
 

@@ -9,8 +9,8 @@ import bpe
 from tests.conftest import JOB_BACKEND
 from tests.waiting import wait_for
 from webapp import create_app, stop_runners
-from webapp.convert import load_tokenizer
-from webapp.models import Merge, Tokenizer, TrainingJob, VocabEntry, utcnow
+from webapp.storage.convert import load_tokenizer
+from webapp.storage.models import Merge, Tokenizer, TrainingJob, VocabEntry, utcnow
 
 TRAIN = {"mode": "chunked", "vocab_size": "300", "trainer": "reference", "pattern": "gpt4"}
 
@@ -137,7 +137,7 @@ def test_result_is_stored_whole_and_loads_back(app, client, job_runner, make_cor
 
 
 def corpus_text(app, corpus_id: int) -> str:
-    from webapp.models import Corpus
+    from webapp.storage.models import Corpus
 
     with app.extensions["bpe_db"].read_scope() as session:
         return session.scalar(select(Corpus.text).where(Corpus.id == corpus_id))
@@ -296,7 +296,7 @@ def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
     app = create_app(app_config)
     try:
         client = app.test_client()
-        from webapp.uploads import store_text
+        from webapp.storage.uploads import store_text
 
         corpus, _ = store_text(
             app.extensions["bpe_db"],
@@ -344,7 +344,7 @@ def _threaded_app(app_config, celery_workers):
 
 def stored_corpus(app, text: str, name: str = "w"):
     """A corpus row stored as an upload stores it, outside any request."""
-    from webapp.uploads import store_text
+    from webapp.storage.uploads import store_text
 
     corpus, _ = store_text(
         app.extensions["bpe_db"], text, name=name, tmp_dir=app.config["UPLOAD_TMP_DIR"]

@@ -8,8 +8,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Column, Integer, MetaData, Table, Text, inspect
 
-from webapp import db
-from webapp.models import Base
+from webapp.storage import db
+from webapp.storage.models import Base
 
 TABLES = {
     "corpora",

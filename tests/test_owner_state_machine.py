@@ -31,8 +31,8 @@ from sqlalchemy import select
 from tests.conftest import BrowserClient, ensure_owner
 from tests.test_owners import assert_no_orphans
 from webapp import create_app, stop_runners
-from webapp.models import Corpus, Tokenizer, TrainingJob
-from webapp.owners import new_token
+from webapp.plumbing.owners import new_token
+from webapp.storage.models import Corpus, Tokenizer, TrainingJob
 
 ACTORS = ("a", "b", "stranger")
 OWNERS = ("a", "b")

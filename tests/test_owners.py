@@ -13,7 +13,15 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from tests.conftest import BrowserClient, TestOwner
-from webapp.models import Base, Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob, VocabEntry
+from webapp.storage.models import (
+    Base,
+    Corpus,
+    Merge,
+    PlaygroundShare,
+    Tokenizer,
+    TrainingJob,
+    VocabEntry,
+)
 
 TRAIN = {"mode": "chunked", "vocab_size": "300", "trainer": "reference", "pattern": "gpt4"}
 
@@ -219,7 +227,7 @@ def test_first_upload_makes_an_owner_and_shows_the_owner_link_once(app, stranger
     assert stranger.get_cookie("bpe_owner").value == token
     # Only the token's SHA-256 is stored.
     with app.extensions["bpe_db"].read_scope() as session:
-        from webapp.models import Owner
+        from webapp.storage.models import Owner
 
         stored = session.scalars(select(Owner.token_sha256)).all()
     import hashlib

@@ -15,8 +15,8 @@ import bpe
 from bpe.export_tiktoken import rank_file_text
 from tests.conftest import BrowserClient
 from tests.test_owners import Target, check_state_changes, snapshot
-from webapp import evaluations
-from webapp.models import Evaluation, JobStatus, Owner, Tokenizer
+from webapp.jobs import evaluations
+from webapp.storage.models import EvaluationRow, JobStatus, Owner, Tokenizer
 
 SMALL = bpe.train(
     "the cat sat on the mat; the cat ate the rat. 123 456\n" * 5,
@@ -59,7 +59,7 @@ def count(app, model) -> int:
 @pytest.fixture
 def reference(app):
     """A reference as `flask import-references` stores it: the site's, no owner."""
-    from webapp.imports import store_upload
+    from webapp.content.imports import store_upload
 
     tok = bpe.importers.import_bytes(RANK_FILE, filename="cl100k_base.tiktoken", pattern="gpt2")
     row = store_upload(app.extensions["bpe_db"], tok, owner_id=None)
@@ -207,7 +207,9 @@ def test_evaluating_someone_elses_corpus_only_if_they_allow_training(
     ok = browser.post(f"/c/{tok.corpus_slug}/evaluate", data={"tokenizer": reference.slug})
     assert ok.status_code == 303
     with app.extensions["bpe_db"].read_scope() as session:
-        row = session.scalar(select(Evaluation).where(Evaluation.tokenizer_id == reference.id))
+        row = session.scalar(
+            select(EvaluationRow).where(EvaluationRow.tokenizer_id == reference.id)
+        )
         assert row.owner_id == visitor.id and row.status == JobStatus.SUCCEEDED.value
 
 
@@ -224,7 +226,9 @@ def test_an_evaluation_of_a_private_tokeniser_is_shown_only_to_who_may_see_it(
     asked = asker.client().post(f"/c/{mine.corpus_slug}/evaluate", data={"tokenizer": theirs.slug})
     assert asked.status_code == 303
     with app.extensions["bpe_db"].read_scope() as session:
-        eid = session.scalar(select(Evaluation.id).where(Evaluation.tokenizer_id == theirs.id))
+        eid = session.scalar(
+            select(EvaluationRow.id).where(EvaluationRow.tokenizer_id == theirs.id)
+        )
     url = f"/c/{mine.corpus_slug}/evaluations/{eid}"
     for allowed in (asker.client(), maker.client()):
         assert allowed.get(url).status_code == 200
@@ -249,7 +253,7 @@ def test_claiming_an_owner_link_moves_evaluations_along(app, stranger, reference
     with app.extensions["bpe_db"].read_scope() as session:
         claimed = session.scalar(select(Owner.id).order_by(Owner.id).limit(1))
         owners_left = session.scalars(select(Owner.id)).all()
-        row = session.scalar(select(Evaluation))
+        row = session.scalar(select(EvaluationRow))
         assert row.owner_id in owners_left and len(owners_left) == 1 and row.owner_id == claimed
 
 
@@ -269,7 +273,7 @@ def test_only_the_asker_cancels_and_a_queued_evaluation_stops_at_once(
     assert other.post(url).status_code == 403
     assert client.post(url).status_code == 303
     with database.read_scope() as session:
-        row = session.get(Evaluation, eid)
+        row = session.get(EvaluationRow, eid)
         assert row.status == JobStatus.CANCELLED.value and row.finished_at is not None
 
 
@@ -293,4 +297,4 @@ def test_one_owner_cannot_fill_the_evaluation_queue(app, owner, make_owner, make
     ask(toks[2], other.id)
     with pytest.raises(evaluations.EvaluationQueueFull, match="queue is full"):
         ask(toks[3], other.id)
-    assert count(app, Evaluation) == 3
+    assert count(app, EvaluationRow) == 3

@@ -1,4 +1,4 @@
-"""webapp.page_text: names, patterns and form values on a page, escaped and nothing raw."""
+"""webapp.rendering.page_text: names, patterns and form values on a page, escaped, nothing raw."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import doctest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webapp import page_text
-from webapp.page_text import escape_html, form_value_html
-from webapp.token_display import needs_escape
+from webapp.rendering import page_text
+from webapp.rendering.page_text import escape_html, form_value_html
+from webapp.rendering.token_display import needs_escape
 
 PAYLOADS = ["<script>", '"><img onerror=x>', "hx-get=", "\u202e", "\x00", "\r\n", "&amp;", "'"]
 

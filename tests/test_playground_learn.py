@@ -209,7 +209,7 @@ def test_imported_tokenisers_replay_by_their_own_rule(app, client, kind):
     panel says which, joins one place a step, and ends in the playground's own tokens."""
     from bpe.export_hf import to_hf_json
     from bpe.export_tiktoken import rank_file_text
-    from webapp.imports import import_upload
+    from webapp.content.imports import import_upload
 
     ours = bpe.train(LOREM, vocab_size=300, mode="chunked")
     if kind == "tiktoken":

@@ -12,7 +12,7 @@ import threading
 import pytest
 from sqlalchemy import select, text
 
-from webapp.models import Corpus
+from webapp.storage.models import Corpus
 
 pytestmark = pytest.mark.database("postgresql")  # skipped on SQLite (see conftest.py)
 

@@ -1,6 +1,6 @@
 """The first visit: the home page offers the site's sample corpus; one click (a POST with CSRF)
 trains its naive and chunked tokenisers once for the whole site and lands on their comparison;
-from then on every visitor opens them at once. Nobody owns them (webapp/sample.py)."""
+from then on every visitor opens them at once. Nobody owns them (webapp/content/sample.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from sqlalchemy import select, update
 
 import bpe
 from tests.test_jobs import count
-from webapp.models import Corpus, Tokenizer, TrainingJob
-from webapp.sample import DEMO_TEXT, SAMPLE_NAME, SAMPLE_VOCAB_SIZE, sample_text
+from webapp.content.sample import DEMO_TEXT, SAMPLE_NAME, SAMPLE_VOCAB_SIZE, sample_text
+from webapp.storage.models import Corpus, Tokenizer, TrainingJob
 
 COMPARE_LINK = re.compile(r'href="(/compare/[A-Za-z0-9_-]+/[A-Za-z0-9_-]+\?text=[^"]+)"')
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from webapp.security import CSP
+from webapp.plumbing.security import CSP
 
 TRAIN = {"mode": "chunked", "vocab_size": "300", "trainer": "reference", "pattern": "gpt4"}
 INLINE_CODE = [
@@ -192,7 +192,7 @@ def test_absolute_links_come_from_the_public_url(app_config, owner):
 
 def test_the_secret_key_survives_a_restart(tmp_path):
     """Pages left open across a restart keep working: the key is made once and kept."""
-    from webapp.security import load_or_make_secret_key
+    from webapp.plumbing.security import load_or_make_secret_key
 
     first = load_or_make_secret_key(str(tmp_path))
     assert load_or_make_secret_key(str(tmp_path)) == first and len(first) >= 32

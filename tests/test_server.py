@@ -19,7 +19,7 @@ from flask import Flask
 from tests.readme_server import BIN, makefile_server_line, start_readme_server
 from tests.waiting import free_port, wait_for_server
 from webapp import create_app, stop_runners
-from webapp.models import Evaluation, TrainingJob, utcnow
+from webapp.storage.models import EvaluationRow, TrainingJob, utcnow
 
 
 @contextmanager
@@ -64,7 +64,7 @@ def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make
 
 def running_evaluation(app, tokenizer) -> int:
     with app.extensions["bpe_db"].session_scope() as session:
-        row = Evaluation(
+        row = EvaluationRow(
             tokenizer_id=tokenizer.id,
             corpus_id=tokenizer.corpus_id,
             status="running",
@@ -77,7 +77,7 @@ def running_evaluation(app, tokenizer) -> int:
 
 def evaluation_status(app, evaluation_id: int) -> str:
     with app.extensions["bpe_db"].read_scope() as session:
-        return session.get_one(Evaluation, evaluation_id).status
+        return session.get_one(EvaluationRow, evaluation_id).status
 
 
 @pytest.mark.embedded_only  # with BPE_JOB_BACKEND=celery a worker runs them, no thread

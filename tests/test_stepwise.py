@@ -165,7 +165,7 @@ def test_imported_tokenisers_with_shuffled_ids_segment_by_their_own_rule():
     from bpe.export_hf import to_hf_json
     from bpe.importers import import_bytes
     from tests.test_imports import synthetic
-    from webapp.segmentation import scrub, segment
+    from webapp.rendering.segmentation import scrub, segment
 
     ours = trained("chunked", 300)
     options = {
@@ -241,8 +241,8 @@ _IMPORTED = _imported_tokenisers()
 def test_imported_replays_end_in_the_tokens_the_page_shows(name, text, k, data):
     """Any token of any text: the replay of its piece, by the file's own rule, ends in exactly
     the ids the playground shows there (the whole piece's ids when it is not windowed)."""
-    from webapp.replay_views import _window_in_page
-    from webapp.segmentation import replay_token
+    from webapp.rendering.replay import _window_in_page
+    from webapp.rendering.segmentation import replay_token
 
     tok = _IMPORTED[name]
     ids = tok.encode(text, merge_limit=k)
@@ -265,7 +265,7 @@ def test_a_tiktoken_replay_joins_what_seed_002_would_not():
     """Ranks `b c bc ab abc`: tiktoken joins a|bc (seed 002's learned pairs never do), and
     the replay shows that join; `xxx` joins its leftmost pair; `abc` alone is taken whole."""
     from bpe.importers import import_bytes
-    from webapp.segmentation import replay_token
+    from webapp.rendering.segmentation import replay_token
 
     ranks = {bytes([b]): b for b in range(256)}
     ranks.update({b"bc": 256, b"ab": 257, b"abc": 258, b"abca": 259, b"xx": 260})
@@ -286,7 +286,7 @@ def test_a_tiktoken_replay_joins_what_seed_002_would_not():
 def test_replaying_the_real_cl100k_ends_in_tiktokens_ids():
     from bpe.importers import import_path
     from tests.reference_files import reference_dir
-    from webapp.segmentation import replay_token
+    from webapp.rendering.segmentation import replay_token
 
     tok = import_path(reference_dir() / "cl100k_base.tiktoken")
     text = "Tokenisers, indivisibly: 東京タワー; 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 and  spaces\n"

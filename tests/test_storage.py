@@ -19,9 +19,9 @@ from sqlalchemy import func, select
 import bpe
 from tests.conftest import SAMPLE_TEXT, TEST_OWNER_TOKEN
 from webapp import create_app, stop_runners
-from webapp.convert import store_tokenizer
-from webapp.models import Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob
-from webapp.uploads import normalize_stream
+from webapp.storage.convert import store_tokenizer
+from webapp.storage.models import Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob
+from webapp.storage.uploads import normalize_stream
 
 # Raw uploads come from scripts, which prove their owner with a bearer token (issue 8).
 BEARER = {"Authorization": f"Bearer {TEST_OWNER_TOKEN}"}
@@ -38,7 +38,7 @@ def test_start_up_removes_temp_files_of_a_killed_upload_but_not_of_a_live_one(ap
     script = textwrap.dedent(
         f"""
         import sys, time
-        from webapp.uploads import normalize_stream
+        from webapp.storage.uploads import normalize_stream
 
         class Slow:
             def read(self, size=-1):

@@ -11,7 +11,7 @@ import pytest
 import bpe
 from bpe.export_tiktoken import rank_file_text
 from tests.test_owners import snapshot
-from webapp.imports import store_upload
+from webapp.content.imports import store_upload
 
 TEXT = (
     "The cat sat on the mat. The dog ate 12 bones! Ünïcödé 東京 😀 <script>alert(1)</script>\n" * 6

@@ -10,8 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import bpe
-from webapp import token_display, utf8
-from webapp.token_display import (
+from webapp.rendering import token_display, utf8
+from webapp.rendering.token_display import (
     INVALID_RULES,
     Piece,
     TokenInfo,
@@ -24,7 +24,7 @@ from webapp.token_display import (
     token_view,
     token_views,
 )
-from webapp.utf8 import hex_bytes
+from webapp.rendering.utf8 import hex_bytes
 
 VISIBLE = {"space": " ", "tab": "\t", "newline": "\n"}
 

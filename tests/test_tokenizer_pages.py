@@ -15,7 +15,7 @@ import pytest
 
 import bpe
 from bpe.formats import loads
-from webapp.models import Tokenizer
+from webapp.storage.models import Tokenizer
 
 HX = {"HX-Request": "true"}
 

@@ -11,8 +11,8 @@ import tracemalloc
 import pytest
 from sqlalchemy import func, select
 
-from webapp.models import Corpus
-from webapp.uploads import CHUNK
+from webapp.storage.models import Corpus
+from webapp.storage.uploads import CHUNK
 
 
 def corpus_count(app) -> int:

@@ -14,11 +14,10 @@ import pytest
 import bpe
 from bpe.export_tiktoken import rank_file_text
 from tests.waiting import wait_for
-from webapp import evaluations
-from webapp.convert import store_imported
-from webapp.jobs import evaluation_runner
-from webapp.models import Evaluation, JobStatus, Tokenizer
-from webapp.uploads import store_text
+from webapp.jobs import evaluation_runner, evaluations
+from webapp.storage.convert import store_imported
+from webapp.storage.models import EvaluationRow, JobStatus, Tokenizer
+from webapp.storage.uploads import store_text
 
 CORPUS = "The cat sat on the mat. The dog ate 12 bones! Ünïcödé 東京 😀\n" * 40
 
@@ -57,7 +56,7 @@ def test_table_figures_match_a_direct_computation(app, client, imported):
     assert "GPT-4" in section
 
     with app.extensions["bpe_db"].session_scope() as session:
-        rows = {r.tokenizer_id: r.id for r in session.query(Evaluation)}
+        rows = {r.tokenizer_id: r.id for r in session.query(EvaluationRow)}
     for ref in (own,):
         data = client.get(f"/c/{own.corpus_slug}/evaluations/{rows[ref.id]}.json").get_json()
         expected = sorted(set(ref.tok.ordinary_ids) - set(ref.tok.encode(CORPUS)))
@@ -111,7 +110,7 @@ def test_background_runner_evaluates_in_a_child_process(app, imported):
         status = None
         while time.monotonic() < deadline:
             with database.read_scope() as session:
-                row = session.get(Evaluation, evaluation_id)
+                row = session.get(EvaluationRow, evaluation_id)
                 status = row.status
             if status not in ("queued", "running"):
                 break
@@ -145,7 +144,7 @@ def test_an_evaluation_child_runs_at_the_configured_lower_priority(app, imported
                     with contextlib.suppress(ProcessLookupError):  # it may have just ended
                         seen.add(os.getpriority(os.PRIO_PROCESS, child.pid))
             with database.read_scope() as session:
-                done = session.get(Evaluation, evaluation_id).status not in ("queued", "running")
+                done = session.get(EvaluationRow, evaluation_id).status not in ("queued", "running")
             return expected in seen or done
 
         wait_for(niced_or_done, timeout=120, interval=0.005)
@@ -164,5 +163,5 @@ def test_cancel_stops_an_evaluation(app, imported):
     evaluations.request_cancel(database, evaluation_id)
     evaluation_runner.run_evaluation(database, evaluation_id, interval=0.0)
     with database.read_scope() as session:
-        row = session.get(Evaluation, evaluation_id)
+        row = session.get(EvaluationRow, evaluation_id)
         assert row.status == JobStatus.CANCELLED.value and row.tokens is None

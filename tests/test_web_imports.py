@@ -15,7 +15,7 @@ from bpe.export_hf import to_hf_json
 from bpe.export_tiktoken import rank_file_text
 from tests.conftest import TEST_OWNER_TOKEN
 from tests.reference_files import reference_dir
-from webapp.models import Tokenizer
+from webapp.storage.models import Tokenizer
 
 HX = {"HX-Request": "true"}
 

@@ -13,7 +13,7 @@ import bpe
 from bpe.training import word_sequences
 from tests.strategies import KNOWN_CHARACTERS
 from tests.test_jobs import TRAIN, count, job_row, start_job
-from webapp.models import Corpus, CorpusStats, Tokenizer, TrainingJob
+from webapp.storage.models import Corpus, CorpusStats, Tokenizer, TrainingJob
 
 TEXT = "abc abd\nxyz"  # a b c d x y z: 7 characters, + </w> + <unk> = 9
 

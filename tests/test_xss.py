@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import bpe
-from webapp.convert import store_tokenizer
-from webapp.token_display import needs_escape
+from webapp.rendering.token_display import needs_escape
+from webapp.storage.convert import store_tokenizer
 
 PAYLOADS = [
     "<script>alert(1)</script>",

@@ -13,20 +13,12 @@ from typing import Any
 
 from flask import Flask
 
-from webapp import (
-    config,
-    db,
-    errors,
-    imports,
-    inputs,
-    jobs,
-    owners,
-    sample,
-    security,
-    template_filters,
-    uploads,
-)
+from webapp import config, jobs
+from webapp.content import imports, sample
 from webapp.jobs import evaluation_runner
+from webapp.plumbing import errors, inputs, owners, security
+from webapp.rendering import template_filters
+from webapp.storage import db, uploads
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -62,11 +54,20 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     imports.init_app(app)
     sample.init_app(app)
 
-    from webapp.views import api, compare, corpora, home, manage, owner, text_evaluation, tokenizers
-    from webapp.views import evaluations as evaluation_views
-    from webapp.views import imports as import_views
-    from webapp.views import jobs as job_views
-    from webapp.views import sample as sample_views
+    from webapp.blueprints import (
+        api,
+        compare,
+        corpora,
+        home,
+        manage,
+        owner,
+        text_evaluation,
+        tokenizers,
+    )
+    from webapp.blueprints import evaluations as evaluation_views
+    from webapp.blueprints import imports as import_views
+    from webapp.blueprints import jobs as job_views
+    from webapp.blueprints import sample as sample_views
 
     for view_module in (
         home,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-MB = 1000 * 1000  # decimal, as every size the pages show (webapp.errors.human_bytes)
+MB = 1000 * 1000  # decimal, as every size the pages show (webapp.refusals.human_bytes)
 
 # env var -> (config key, parser, what it means)
 ENV_VARS: dict[str, tuple[str, Any, str]] = {

@@ -25,7 +25,8 @@ accesslog = "-"
 # one machine, and nothing here uses it.
 control_socket_disable = True
 # gunicorn's own refusals (a request line it cannot parse) answer JSON like the app's errors;
-# the line may be up to 8 KB, so the app's own 414 (webapp/inputs.py) covers most long URLs.
+# the line may be up to 8 KB, so the app's own 414 (webapp/plumbing/inputs.py) covers most long
+# URLs.
 worker_class = "webapp.gunicorn_worker.JsonErrorThreadWorker"
 limit_request_line = 8190
 

@@ -29,7 +29,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime, nullable=False),
         sa.Column("deleted_at", sa.DateTime),
         # Last on purpose: SQLite keeps a zeroblob() placeholder unmaterialised only at the end
-        # of a row, which lets uploads stream into it (webapp/uploads.py).
+        # of a row, which lets uploads stream into it (webapp/storage/uploads.py).
         sa.Column("text", sa.Text, nullable=False),
     )
     op.create_index("ix_corpora_sha256", "corpora", ["sha256"], unique=True)

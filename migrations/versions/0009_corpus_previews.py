@@ -21,7 +21,7 @@ down_revision = "0008_control_category"
 branch_labels = None
 depends_on = None
 
-PREVIEW_CHARS = 2000  # webapp.uploads.PREVIEW_CHARS when this revision was written
+PREVIEW_CHARS = 2000  # webapp.storage.uploads.PREVIEW_CHARS when this revision was written
 BATCH = 100
 
 

@@ -9,6 +9,9 @@
 
 Views call `get_jobs()` and its `submit`, `submit_many`, `request_cancel` and `rerun`; they
 read jobs through the store's query functions. Only job ids cross to whatever runs a job.
+
+May import: `bpe`, `webapp.config`, `webapp.refusals`, `webapp.storage`. Nothing that renders or
+answers a request: a job runs the same in a worker with no request at all.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from webapp.jobs.backend import JobBackend
 from webapp.jobs.embedded import EmbeddedRunner, runner_lock_path
 from webapp.jobs.settings import JobSettings, parse_settings
 from webapp.jobs.store import JobQueueFull, JobStore
-from webapp.models import JobStatus
+from webapp.storage.models import JobStatus
 
 __all__ = [
     "JobBackend",

@@ -29,11 +29,11 @@ from typing import Any
 from celery import Celery, Task
 from flask import Flask, current_app
 
-from webapp.errors import UserError
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.process import Supervisor
 from webapp.jobs.store import JobStore
-from webapp.models import JobStatus
+from webapp.refusals import UserError
+from webapp.storage.models import JobStatus
 
 log = logging.getLogger(__name__)
 TASK_NAME = "bpe.train"

@@ -22,11 +22,11 @@ import threading
 import time
 from pathlib import Path
 
-from webapp import faults
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.process import Supervisor, TrainingChild
 from webapp.jobs.store import JobStore
-from webapp.models import JobStatus
+from webapp.storage import faults
+from webapp.storage.models import JobStatus
 
 log = logging.getLogger(__name__)
 MODES = ("thread", "inline", "manual")

@@ -1,4 +1,4 @@
-"""Running evaluations (the rows and their queries are `webapp.evaluations`'s):
+"""Running evaluations (the rows and their queries are `webapp.jobs.evaluations`'s):
 
 - `run_evaluation(database, id)` is the task: read the corpus and the tokeniser, evaluate with
   progress (characters done) and a heartbeat written a few times a second, stop when the row's
@@ -32,10 +32,8 @@ from flask import Flask
 from sqlalchemy import select, update
 
 from bpe.evaluate import EvaluationCancelled, evaluate
-from webapp.convert import load_tokenizer
-from webapp.db import Database
-from webapp.errors import UserError
-from webapp.evaluations import (
+from webapp.jobs.embedded import RunnerLock, runner_lock_path
+from webapp.jobs.evaluations import (
     Limits,
     claim,
     claim_next,
@@ -43,8 +41,10 @@ from webapp.evaluations import (
     recover,
     request_evaluation,
 )
-from webapp.jobs.embedded import RunnerLock, runner_lock_path
-from webapp.models import Corpus, Evaluation, JobStatus, Tokenizer, utcnow
+from webapp.refusals import UserError
+from webapp.storage.convert import load_tokenizer
+from webapp.storage.db import Database
+from webapp.storage.models import Corpus, EvaluationRow, JobStatus, Tokenizer, utcnow
 
 log = logging.getLogger(__name__)
 _CONTEXT = multiprocessing.get_context("spawn")
@@ -54,7 +54,7 @@ _CONTEXT = multiprocessing.get_context("spawn")
 def run_evaluation(database: Database, evaluation_id: int, *, interval: float = 0.25) -> None:
     """Evaluate (the row is `running`) and record how it ended."""
     with database.read_scope() as session:
-        row = session.get(Evaluation, evaluation_id)
+        row = session.get(EvaluationRow, evaluation_id)
         if row is None:
             return
         tokenizer = session.get_one(Tokenizer, row.tokenizer_id)
@@ -65,11 +65,11 @@ def run_evaluation(database: Database, evaluation_id: int, *, interval: float = 
     def write(values: dict[str, Any]) -> bool:
         with database.session_scope() as session:
             session.execute(
-                update(Evaluation).where(Evaluation.id == evaluation_id).values(**values)
+                update(EvaluationRow).where(EvaluationRow.id == evaluation_id).values(**values)
             )
             return bool(
                 session.scalar(
-                    select(Evaluation.cancel_requested).where(Evaluation.id == evaluation_id)
+                    select(EvaluationRow.cancel_requested).where(EvaluationRow.id == evaluation_id)
                 )
             )
 
@@ -181,7 +181,7 @@ class EvaluationRunner:
             return None
         self._run_child(evaluation_id)
         with self.database.read_scope() as session:
-            row = session.get(Evaluation, evaluation_id)
+            row = session.get(EvaluationRow, evaluation_id)
             return None if row is None else JobStatus(row.status)
 
     def start(self) -> None:
@@ -237,7 +237,7 @@ class EvaluationRunner:
             child.join(2)
         self._child = None
         with self.database.session_scope() as session:
-            row = session.get(Evaluation, evaluation_id)
+            row = session.get(EvaluationRow, evaluation_id)
             if row is not None and row.status == JobStatus.RUNNING.value:
                 row.status = JobStatus.INTERRUPTED.value
                 row.error = f"The evaluation process ended early (exit code {child.exitcode})."

@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from webapp.db import Database
 from webapp.jobs.store import INTERRUPTED_MESSAGE, JobStore
 from webapp.jobs.task import run_job
-from webapp.models import JobStatus
+from webapp.storage.db import Database
+from webapp.storage.models import JobStatus
 
 log = logging.getLogger(__name__)
 _CONTEXT = multiprocessing.get_context("spawn")

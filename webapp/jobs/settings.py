@@ -14,7 +14,7 @@ from typing import Any
 import bpe
 from bpe.model import END_OF_WORD
 from bpe.training import check_vocab_size, smallest_vocab_size
-from webapp.errors import UserError
+from webapp.refusals import UserError
 
 MAX_VOCAB_SIZE = 200_000
 MAX_SPECIAL_TOKENS = 100

@@ -5,8 +5,8 @@
   same job cannot both win.
 - Admission (how many jobs may be running or waiting) is counted and enforced inside the same
   write transaction that inserts the jobs. The write path is serialised by the database (SQLite
-  BEGIN IMMEDIATE, a PostgreSQL advisory lock; see webapp/db.py), so the limits hold across any
-  number of web processes and machines.
+  BEGIN IMMEDIATE, a PostgreSQL advisory lock; see webapp/storage/db.py), so the limits hold
+  across any number of web processes and machines.
 - Progress, heartbeats and the result are written by the training itself (webapp/jobs/task.py),
   in whichever process or machine runs it; the result and the job's status in one transaction.
 """
@@ -22,11 +22,18 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 import bpe
-from webapp.convert import store_tokenizer
-from webapp.db import Database, execute_update
-from webapp.errors import UserError
 from webapp.jobs.settings import JobSettings, check_fits_corpus
-from webapp.models import ACTIVE_STATUSES, Corpus, CorpusStats, JobStatus, TrainingJob, utcnow
+from webapp.refusals import UserError
+from webapp.storage.convert import store_tokenizer
+from webapp.storage.db import Database, execute_update
+from webapp.storage.models import (
+    ACTIVE_STATUSES,
+    Corpus,
+    CorpusStats,
+    JobStatus,
+    TrainingJob,
+    utcnow,
+)
 
 INTERRUPTED_MESSAGE = "The server stopped while this job was running. Run it again to retry."
 STALE_MESSAGE = (

@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 
 import bpe
-from webapp import faults
 from webapp.jobs.progress import MergeEstimator, phase_of
 from webapp.jobs.settings import JobSettings
 from webapp.jobs.store import JobStore, Update
-from webapp.models import JobStatus
+from webapp.storage import faults
+from webapp.storage.models import JobStatus
 
 ESTIMATE_EVERY = 0.25  # seconds between two estimates (each looks at every sample)
 

@@ -1,0 +1,103 @@
+"""Training jobs: the job page, its self-polling status fragment, cancel and run-again, and the
+JSON API that queues a job and reports on it."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, redirect, render_template, request, url_for
+
+from webapp.blueprints.pages import (
+    get_corpus_or_404,
+    get_job_or_404,
+    get_owned_job,
+    require_training_allowed,
+)
+from webapp.jobs import get_jobs, parse_settings
+from webapp.jobs.store import fresh_job
+from webapp.plumbing import owners
+from webapp.plumbing.inputs import json_body
+from webapp.plumbing.security import external_url
+from webapp.refusals import UserError
+from webapp.storage import db
+from webapp.storage.models import Corpus, TrainingJob
+
+bp = Blueprint("jobs", __name__)
+
+
+@bp.get("/c/<slug>/jobs/<int:job_id>")
+def show(slug: str, job_id: int):
+    corpus, job = get_job_or_404(slug, job_id)
+    if request.headers.get("HX-Request"):
+        return render_template("jobs/_status.html", corpus=corpus, job=job)
+    return render_template("jobs/show.html", corpus=corpus, job=job)
+
+
+@bp.get("/c/<slug>/jobs/<int:job_id>/status")
+def status(slug: str, job_id: int):
+    corpus, job = get_job_or_404(slug, job_id)
+    return render_template("jobs/_status.html", corpus=corpus, job=job)
+
+
+@bp.post("/c/<slug>/jobs/<int:job_id>/cancel")
+def cancel(slug: str, job_id: int):
+    corpus, job = get_owned_job(slug, job_id)
+    get_jobs().request_cancel(job.id)
+    if request.headers.get("HX-Request"):
+        job = fresh_job(db.session(), job.id)
+        return render_template("jobs/_status.html", corpus=corpus, job=job)
+    return redirect(url_for("jobs.show", slug=slug, job_id=job.id), code=303)
+
+
+@bp.post("/c/<slug>/jobs/<int:job_id>/rerun")
+def rerun(slug: str, job_id: int):
+    corpus, job = get_owned_job(slug, job_id)
+    try:
+        new_id = get_jobs().rerun(job.id, owner_id=job.owner_id)
+    except UserError as exc:  # the job page again, saying why nothing was queued
+        html = render_template("jobs/show.html", corpus=corpus, job=job, error=exc.message)
+        return html, exc.status
+    return redirect(url_for("jobs.show", slug=corpus.slug, job_id=new_id), code=303)
+
+
+# ----- JSON ---------------------------------------------------------------------------------
+@bp.post("/api/corpora/<slug>/jobs")
+def api_train(slug: str):
+    """Queue a training job from a JSON object with the train form's fields; 202 and the job.
+    Settings that cannot work are a 422 here too, with nothing queued."""
+    corpus = get_corpus_or_404(slug)
+    require_training_allowed(corpus)
+    data = json_body('{"mode": "words", "vocab_size": 1000}')
+    if not isinstance(data, dict):
+        raise UserError(
+            'Send a JSON object of settings, e.g. {"mode": "chunked", "vocab_size": 1000}.'
+        )
+    settings = parse_settings(data)
+    job_id = get_jobs().submit(corpus.id, settings, owner_id=owners.owner_id_for_write())
+    job = fresh_job(db.session(), job_id)
+    body = job_json(corpus, job)
+    return jsonify(body), 202, {"Location": body["api_url"]}
+
+
+@bp.get("/api/corpora/<slug>/jobs/<int:job_id>")
+def api_job(slug: str, job_id: int):
+    corpus, job = get_job_or_404(slug, job_id)
+    return jsonify(job_json(corpus, job))
+
+
+def job_json(corpus: Corpus, job: TrainingJob) -> dict:
+    tokenizer = job.tokenizer
+    return {
+        "id": job.id,
+        "url": external_url("jobs.show", slug=corpus.slug, job_id=job.id),
+        "api_url": external_url("jobs.api_job", slug=corpus.slug, job_id=job.id),
+        "status": job.status,
+        "phase": job.phase,
+        "settings": job.settings_dict,
+        "merges_done": job.merges_done,
+        "merges_target": job.merges_target,
+        "wall_seconds": job.elapsed_seconds,
+        "merging_seconds_left": job.estimate_seconds,
+        "error": job.error,
+        "tokenizer": None
+        if tokenizer is None
+        else {"slug": tokenizer.slug, "url": external_url("tokenizers.show", slug=tokenizer.slug)},
+    }

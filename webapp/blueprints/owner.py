@@ -1,0 +1,40 @@
+"""The owner's own pages: claiming an owner link on another device, and tokens for API clients.
+
+- `GET /owner/claim` shows the claim form; static/claim.js fills it from the link's #fragment.
+- `POST /owner/claim` (form, CSRF) makes this browser the owner of that token.
+- `POST /api/owners` (JSON) gives a script a fresh owner token to send as a bearer token.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, redirect, render_template, request, url_for
+
+from webapp.plumbing import owners
+
+bp = Blueprint("owner", __name__)
+
+
+@bp.get("/owner/claim")
+def claim_page():
+    return render_template("owner/claim.html")
+
+
+@bp.post("/owner/claim")
+def claim():
+    token = request.form.get("token", "")
+    owners.claim(token)
+    response = redirect(url_for("home.index", claimed=1), code=303)
+    owners.set_owner_cookie(response, token.strip())
+    return response
+
+
+@bp.post("/api/owners")
+def api_new_owner():
+    if owners.current_owner_id() is not None:
+        return jsonify(
+            error="This request already proves an owner; keep using that token.", status=409
+        ), 409
+    owners.owner_id_for_write()
+    token = owners.new_owner_token()
+    assert token is not None  # owner_id_for_write just made the owner
+    return jsonify(owner_token=token, owner_link=owners.owner_link(token)), 201

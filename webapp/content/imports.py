@@ -1,0 +1,111 @@
+"""Imported tokenisers: storing a tiktoken or HF file as a tokeniser row, the site's reference
+tokenisers (GPT-2, GPT-4, GPT-4o) and `flask import-references DIR`.
+
+The library parses and checks the file (`bpe.importers`); this module stores the result in one
+transaction (`convert.store_imported`, bulk inserts) and owns the queries about references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import click
+from flask import Flask
+from flask.cli import with_appcontext
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import bpe
+from bpe.importers import import_bytes, import_path
+from webapp.storage import db
+from webapp.storage.convert import store_imported
+from webapp.storage.models import Tokenizer
+
+# reference-script file name -> the label pages show, in the order pages list them
+REFERENCES = {"gpt2": "GPT-2", "cl100k_base": "GPT-4", "o200k_base": "GPT-4o"}
+PREFERRED_REFERENCE = "GPT-4"
+
+
+def import_upload(
+    database: db.Database,
+    raw: bytes,
+    *,
+    filename: str,
+    sidecar: bytes | None = None,
+    pattern: str | None = None,
+    owner_id: int | None = None,
+) -> Tokenizer:
+    """Parse an uploaded file and store it; TokenizerFileError (a ValueError) if refused."""
+    tok = import_bytes(raw, filename=filename, sidecar=sidecar, pattern=pattern)
+    return store_upload(database, tok, owner_id=owner_id)
+
+
+def store_upload(database: db.Database, tok: bpe.Tokenizer, *, owner_id: int | None) -> Tokenizer:
+    """Store a parsed import as `owner_id`'s tokeniser (None: the site's)."""
+    with database.session_scope() as session:
+        row = store_imported(session, tok, owner_id=owner_id)
+        session.flush()
+        session.expunge(row)
+    return row
+
+
+def import_reference_dir(database: db.Database, directory: Path) -> list[tuple[str, str, bool]]:
+    """Import the reference script's three tokenisers; (label, slug, newly made) for each.
+
+    Running it again changes nothing: a reference already stored from a file with the same
+    SHA-256 is kept.
+    """
+    done = []
+    for name, label in REFERENCES.items():
+        path = directory / f"{name}.tiktoken"
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise bpe.TokenizerFileError(f"cannot read {path}: {exc.strerror}") from None
+        with database.session_scope() as session:
+            existing = session.scalar(
+                select(Tokenizer).where(
+                    Tokenizer.reference == label,
+                    Tokenizer.source_sha256 == digest,
+                    Tokenizer.deleted_at.is_(None),
+                )
+            )
+            if existing is not None:
+                done.append((label, existing.slug, False))
+                continue
+        tok = import_path(path)
+        with database.session_scope() as session:
+            for old in session.scalars(select(Tokenizer).where(Tokenizer.reference == label)):
+                old.reference = None  # a newer file takes the label over
+            row = store_imported(session, tok)
+            row.reference = label
+            done.append((label, row.slug, True))
+    return done
+
+
+def references(session: Session) -> list[Tokenizer]:
+    """The site's reference tokenisers, in REFERENCES order."""
+    rows = session.scalars(
+        select(Tokenizer).where(Tokenizer.reference.is_not(None), Tokenizer.deleted_at.is_(None))
+    ).all()
+    order = list(REFERENCES.values())
+    return sorted(rows, key=lambda r: order.index(r.reference) if r.reference in order else 99)
+
+
+@click.command("import-references")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@with_appcontext
+def import_references_command(directory: Path) -> None:
+    """Import GPT-2, GPT-4 (cl100k_base) and GPT-4o (o200k_base) from DIRECTORY, the output of
+    ../shared/reference-tokenizers/make_reference_tokenizers.sh (NAME.tiktoken + .json)."""
+    try:
+        done = import_reference_dir(db.get_db(), directory)
+    except bpe.TokenizerFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    for label, slug, new in done:
+        click.echo(f"{label}: {'imported as' if new else 'already there,'} /t/{slug}")
+
+
+def init_app(app: Flask) -> None:
+    app.cli.add_command(import_references_command)

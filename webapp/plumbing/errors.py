@@ -1,0 +1,75 @@
+"""Error pages: every refusal is a page (or JSON under /api/) that says what went wrong."""
+
+from __future__ import annotations
+
+from flask import Flask, current_app, jsonify, render_template, request
+from sqlalchemy.exc import DBAPIError
+from werkzeug.exceptions import HTTPException, InternalServerError
+
+from webapp.refusals import UserError, human_bytes
+from webapp.storage import faults
+
+TITLES = {
+    400: "Bad request",
+    404: "Not found",
+    405: "Method not allowed",
+    413: "Too large",
+    422: "Cannot use this input",
+    414: "Address too long",
+    429: "Too many jobs",
+    500: "Something broke on our side",
+    503: "Try again later",
+    507: "Storage full",
+}
+
+
+def wants_json() -> bool:
+    return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
+
+
+def error_response(status: int, message: str):
+    if wants_json():
+        return jsonify(error=message, status=status), status
+    html = render_template(
+        "errors/error.html", status=status, title=TITLES.get(status, "Error"), message=message
+    )
+    return html, status
+
+
+def _message_for(exc: HTTPException) -> str:
+    if exc.code == 413:
+        limit = current_app.config["MAX_UPLOAD_BYTES"]
+        paste = current_app.config["MAX_PASTE_BYTES"]
+        return (
+            f"The upload is larger than the limit of {human_bytes(limit)} for a file"
+            f" ({human_bytes(paste)} for pasted text). Upload a smaller corpus."
+        )
+    if exc.code == 404:
+        return "There is nothing at this address. Links to deleted items stop working too."
+    return exc.description or TITLES.get(exc.code or 500, "Error")
+
+
+def init_app(app: Flask) -> None:
+    @app.errorhandler(UserError)
+    def _user_error(exc: UserError):
+        return error_response(exc.status, exc.message)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        if exc.code is None or exc.code < 400:
+            return exc
+        return error_response(exc.code, _message_for(exc))
+
+    @app.errorhandler(InternalServerError)
+    def _server_error(exc: InternalServerError):
+        return error_response(500, "An unexpected error happened; it has been logged.")
+
+    @app.errorhandler(OSError)
+    @app.errorhandler(DBAPIError)
+    def _storage_error(exc: Exception):
+        """A full disk is 507 and an unwritable database 503; anything else is still a 500."""
+        fault = faults.classify(exc)
+        if fault is None:
+            raise exc  # Flask's unhandled path: logged, then the 500 page above
+        app.logger.warning("storage fault on %s %s: %s", request.method, request.path, exc)
+        return error_response(fault.status, fault.message)

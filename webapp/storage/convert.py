@@ -1,0 +1,310 @@
+"""The one module that turns a `bpe.Tokenizer` into rows and rows back into one.
+
+`store_tokenizer` (trained here) and `store_imported` (a tiktoken or HF file) write the
+tokeniser, its merges and its whole vocabulary with the caller's session, so they land in the
+caller's single transaction. `load_tokenizer` rebuilds the library object from the rows;
+tokenisers never change, so it is cached by slug. An imported tokeniser's ordinary tokens are
+its vocabulary rows that are not only special (`is_special` false), with the file's ids.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Literal, cast
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import bpe
+from bpe.model import EncodeRule, ImportSource, Mode
+from bpe.pretokenize import PreTokenizer, SplitStep
+from bpe.token_info import token_category
+from webapp.storage.models import Merge, Tokenizer, VocabEntry
+from webapp.storage.slugs import new_slug
+
+_BATCH = 5000  # rows per executemany; keeps parameter lists small on both back ends
+
+
+def final_token_count(tok: bpe.Tokenizer) -> int:
+    """Tokens in the training corpus after the last merge (special tokens aside)."""
+    stats = tok.training
+    if stats is None:
+        raise ValueError("the tokeniser has no training record; store only freshly trained ones")
+    return stats.tokens_after[-1] if stats.tokens_after else stats.initial_tokens
+
+
+def store_tokenizer(
+    session: Session, tok: bpe.Tokenizer, *, corpus_id: int, owner_id: int | None = None
+) -> Tokenizer:
+    """Add the tokeniser, its merges and vocabulary rows to `session` (flushed, not committed)."""
+    stats = tok.training
+    if stats is None:
+        raise ValueError("the tokeniser has no training record; store only freshly trained ones")
+    row = Tokenizer(
+        slug=new_slug(),
+        corpus_id=corpus_id,
+        owner_id=owner_id,
+        mode=tok.mode,
+        pattern=tok.pattern,
+        trainer=stats.trainer,
+        vocab_size_requested=stats.vocab_size,
+        vocab_size=tok.vocab_size,
+        min_frequency=stats.min_frequency,
+        special_tokens=json.dumps(tok.special_tokens, ensure_ascii=False),
+        alphabet=None if tok.alphabet is None else json.dumps(tok.alphabet, ensure_ascii=False),
+        initial_tokens=stats.initial_tokens,
+        final_token_count=final_token_count(tok),
+        training_seconds=stats.seconds,
+        merge_count=len(tok.merges),
+    )
+    session.add(row)
+    session.flush()  # assigns row.id
+    _insert_batched(session, Merge, MERGE_COLUMNS, merge_rows(tok, row.id))
+    _insert_batched(session, VocabEntry, VOCAB_COLUMNS, vocab_rows(tok, row.id))
+    return row
+
+
+def store_imported(
+    session: Session, tok: bpe.Tokenizer, *, owner_id: int | None = None
+) -> Tokenizer:
+    """Add an imported tokeniser (no corpus, no training) and its rows to `session`."""
+    source = tok.source
+    if source is None or tok.tokens is None:
+        raise ValueError("only imported tokenisers (bpe.importers) are stored this way")
+    row = Tokenizer(
+        slug=new_slug(),
+        corpus_id=None,
+        mode=tok.mode,
+        pattern=tok.pattern,
+        vocab_size=tok.vocab_size,
+        special_tokens=json.dumps(tok.special_tokens, ensure_ascii=False),
+        merge_count=len(tok.merges),
+        source_format=source.format,
+        source_filename=source.filename[:255],
+        source_sha256=source.sha256,
+        source_name=None if source.name is None else source.name[:100],
+        encode_rule=tok.rule,
+        pre_tokenizer=None
+        if tok.pre_tokenizer is None
+        else json.dumps(tok.pre_tokenizer.to_dict(), ensure_ascii=False),
+        ignore_merges=tok.ignore_merges,
+        id_limit=tok.id_limit,
+        owner_id=owner_id,
+    )
+    session.add(row)
+    session.flush()
+    _insert_batched(session, Merge, MERGE_COLUMNS, merge_rows(tok, row.id))
+    _insert_batched(session, VocabEntry, VOCAB_COLUMNS, vocab_rows(tok, row.id))
+    return row
+
+
+MERGE_COLUMNS = (
+    "tokenizer_id",
+    "rank",
+    "left_id",
+    "right_id",
+    "new_id",
+    "pair_count",
+    "tokens_after",
+)
+VOCAB_COLUMNS = (
+    "tokenizer_id",
+    "token_id",
+    "token_bytes",
+    "display_text",
+    "hex",
+    "byte_length",
+    "char_length",
+    "category",
+    "pair_count",
+    "is_special",
+    "ends_word",
+)
+
+
+def merge_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
+    """One tuple per merge, in MERGE_COLUMNS order."""
+    stats = tok.training
+    if stats is None and not tok.imported:
+        # each stored merge keeps its count: only a trained tokeniser is stored so
+        raise ValueError("a tokeniser without its training record cannot be stored")
+    if stats is None:
+        return [
+            (tokenizer_id, rank, left, right, new, None, None)
+            for rank, (left, right, new) in enumerate(tok.merges)
+        ]
+    counts, after = stats.merge_counts, stats.tokens_after
+    return [
+        (tokenizer_id, rank, left, right, new, counts[rank], after[rank])
+        for rank, (left, right, new) in enumerate(tok.merges)
+    ]
+
+
+def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
+    """One tuple per id (VOCAB_COLUMNS order), base ids included; what the vocabulary browser
+    filters and sorts on. Tuples, not dicts: an imported o200k_base is 200,000 of them.
+
+    An id that is both a special token and an ordinary one (HF files list e.g. GPT-2's
+    `<|endoftext|>` in the model's vocabulary too) is stored as ordinary, in category special.
+    """
+    counts = tok.training.merge_counts if tok.training is not None else None
+    specials = set(tok.special_tokens.values())
+    ordinary = set(tok.ordinary_ids)
+    vocab = tok.vocab
+    rows = []
+    for token_id in sorted(vocab):
+        raw = vocab[token_id]
+        ends_word = tok.ends_word(token_id)
+        # NUL becomes U+FFFD like any undecodable byte: PostgreSQL text cannot hold it.
+        text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        rank = tok.merge_rank(token_id) if counts is not None else None
+        special = token_id in specials
+        rows.append(
+            (
+                tokenizer_id,
+                token_id,
+                raw,
+                text + bpe.END_OF_WORD if ends_word else text,
+                raw.hex(),
+                len(raw),
+                len(text),
+                token_category(raw, special=special),
+                counts[rank] if counts is not None and rank is not None else None,
+                special and token_id not in ordinary,
+                ends_word,
+            )
+        )
+    return rows
+
+
+def _insert_batched(session: Session, model, columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """Bulk insert, the fastest way each back end offers: PostgreSQL's COPY, SQLite's
+    executemany with a page cache big enough for the whole batch (an imported o200k_base is
+    400,000 rows, and the ORM's per-row parameter handling took most of the import's time)."""
+    if not rows:
+        return
+    connection = session.connection()
+    table = model.__tablename__
+    if connection.dialect.name == "postgresql":
+        raw = connection.connection.driver_connection  # psycopg 3
+        assert raw is not None  # a live connection of this session's transaction
+        statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+        with raw.cursor() as cursor, cursor.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    style = connection.dialect.paramstyle
+    marks = ", ".join("?" if style == "qmark" else "%s" for _ in columns)
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite and len(rows) > _BATCH:
+        # The default 2 MB cache spills a big transaction's index pages to the WAL again and
+        # again; 64 MB holds them. Set for this transaction only, then put back.
+        before = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
+        connection.exec_driver_sql("PRAGMA cache_size=-65536")
+    try:
+        for start in range(0, len(rows), _BATCH):
+            connection.exec_driver_sql(sql, rows[start : start + _BATCH])
+    finally:
+        if sqlite and len(rows) > _BATCH:
+            connection.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
+
+
+# ----- rows -> bpe.Tokenizer -----------------------------------------------------------------
+_CACHE_SIZE = 32
+_cache: OrderedDict[tuple[int, str], bpe.Tokenizer] = OrderedDict()  # (id, slug) -> tokeniser
+_cache_lock = threading.Lock()
+
+
+def load_tokenizer(session: Session, row: Tokenizer) -> bpe.Tokenizer:
+    """The stored tokeniser as a `bpe.Tokenizer` (cached: stored tokenisers never change)."""
+    return _cached((row.id, row.slug), lambda: _build(session, row))
+
+
+def load_tokenizer_by_id(session: Session, tokenizer_id: int, slug: str) -> bpe.Tokenizer:
+    """load_tokenizer for a live row known by id and slug: the row is read only on a miss."""
+    return _cached(
+        (tokenizer_id, slug), lambda: _build(session, session.get_one(Tokenizer, tokenizer_id))
+    )
+
+
+def _cached(key: tuple[int, str], build: Callable[[], bpe.Tokenizer]) -> bpe.Tokenizer:
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    tok = build()
+    with _cache_lock:
+        _cache[key] = tok
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return tok
+
+
+def _build(session: Session, row: Tokenizer) -> bpe.Tokenizer:
+    if row.imported:
+        return _build_imported(session, row)
+    merges = session.execute(
+        select(Merge.left_id, Merge.right_id, Merge.new_id, Merge.pair_count, Merge.tokens_after)
+        .where(Merge.tokenizer_id == row.id)
+        .order_by(Merge.rank)
+    ).all()
+    training = bpe.TrainingStats(
+        trainer=row.trainer or "",
+        vocab_size=row.vocab_size_requested or 0,
+        min_frequency=row.min_frequency or 0,
+        initial_tokens=row.initial_tokens or 0,
+        merge_counts=[m.pair_count or 0 for m in merges],
+        tokens_after=[m.tokens_after or 0 for m in merges],
+        seconds=row.training_seconds,
+    )
+    return bpe.Tokenizer(
+        mode=cast(Mode, row.mode),  # the column holds only modes the library wrote
+        merges=[(m.left_id, m.right_id, m.new_id) for m in merges],
+        special_tokens=row.special_tokens_dict,
+        pattern=row.pattern,
+        alphabet=row.alphabet_list,
+        training=training,
+    )
+
+
+def _build_imported(session: Session, row: Tokenizer) -> bpe.Tokenizer:
+    merges = session.execute(
+        select(Merge.left_id, Merge.right_id, Merge.new_id)
+        .where(Merge.tokenizer_id == row.id)
+        .order_by(Merge.rank)
+    ).all()
+    tokens = {
+        token_id: bytes(data)
+        for token_id, data in session.execute(
+            select(VocabEntry.token_id, VocabEntry.token_bytes).where(
+                VocabEntry.tokenizer_id == row.id, VocabEntry.is_special.is_(False)
+            )
+        )
+    }
+    pre = json.loads(row.pre_tokenizer) if row.pre_tokenizer else None
+    return bpe.Tokenizer(
+        mode=cast(Mode, row.mode),
+        merges=[(m.left_id, m.right_id, m.new_id) for m in merges],
+        special_tokens=row.special_tokens_dict,
+        pattern=row.pattern,
+        rule=cast(EncodeRule, row.encode_rule),
+        tokens=tokens,
+        pre_tokenizer=None
+        if pre is None
+        else PreTokenizer(
+            splits=tuple(SplitStep(s["pattern"], s["keep"]) for s in pre["splits"]),
+            add_prefix_space=pre["add_prefix_space"],
+            use_regex=pre["use_regex"],
+        ),
+        ignore_merges=row.ignore_merges,
+        source=ImportSource(
+            format=cast(Literal["tiktoken", "hf"], row.source_format),
+            filename=row.source_filename or "",
+            sha256=row.source_sha256 or "",
+            name=row.source_name,
+        ),
+    )
