@@ -74,6 +74,8 @@ def test_overlapping_run_merges_left_to_right_like_the_reference():
     assert tok.training.tokens_after == [9, 7, 5]
 
 
+# Runs where a pair meets itself (docs/algorithms.md, "Efficient training"): the bookkeeping
+# around each merged occurrence must not count a neighbour twice or miss one.
 @pytest.mark.parametrize(
     "ids",
     [
