@@ -1,5 +1,5 @@
-"""Jobs per minute on the Celery backend with 1 and 2 workers, and page latency meanwhile
-(issue 9), against the embedded backend (one runner in the web process) as the peer.
+"""Jobs per minute on the Celery backend with 1 and 2 workers, and page latency meanwhile,
+against the embedded backend (one runner in the web process) as the peer.
 
 For each configuration: a fresh SQLite database, gunicorn on loopback (the README's server;
 2 web processes for celery, 1 for embedded), the workers, one corpus, then N identical small

@@ -1,5 +1,5 @@
 """A first visit, timed in headless Chromium against the README's production server (gunicorn,
-`make run`'s command, jobs in its runner thread): the issue's bar is that a first-time visitor
+`make run`'s command, jobs in its runner thread): the bar is that a first-time visitor
 sees a trained tokeniser, its playground and a naive-vs-chunked comparison within 10 s of
 opening the home page, without finding a file.
 

@@ -1,4 +1,4 @@
-"""Imported reference tokenisers against tiktoken, side by side in one run (issue 11).
+"""Imported reference tokenisers against tiktoken, side by side in one run.
 
     .venv/bin/python benchmarks/references.py [--refs reference-tokenizers] [--runs 7]
         [--postgres postgresql://...]   # also import into this (emptied!) throw-away database

@@ -1,5 +1,6 @@
 """Time per request of the merge scrubber and of a 4-way compare, for 5 KB of text on
-50,000-merge tokenisers (issue 10; targets: scrubber <= 50 ms, 4-way compare <= 150 ms).
+50,000-merge tokenisers (targets, so both feel immediate: scrubber <= 50 ms, 4-way compare
+<= 150 ms).
 
     .venv/bin/python benchmarks/scrubber_compare.py [--merges 50000] [--repeat 30] [--train]
 

@@ -1,7 +1,7 @@
-"""What the real-browser tests share: Debian's Chromium driven by Playwright (the recipe of
-shared/BROWSER.md), the app served from a thread on a temporary SQLite database, and the
-`browser` fixture (a plugin of tests/conftest.py, so every test module has it: one Chromium
-per module, launched one way).
+"""What the real-browser tests share: Debian's Chromium driven by Playwright (installed by
+scripts/install-browser.sh; Playwright's own browser download is not used), the app served from a
+thread on a temporary SQLite database, and the `browser` fixture (a plugin of tests/conftest.py, so
+every test module has it: one Chromium per module, launched one way).
 """
 
 from __future__ import annotations

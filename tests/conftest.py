@@ -9,7 +9,7 @@ every app then sends its jobs through its own broker queue, and the tests that n
 start real ones (`celery_workers`). Without a broker those tests skip with a message; with
 BPE_TESTS_NO_SKIP=1 (CI) they fail instead, so CI never skips them.
 
-Owners and CSRF (issue 8). CSRF protection is ON in every test app. Every Flask test client
+Owners and CSRF. CSRF protection is ON in every test app. Every Flask test client
 (`client`, or any `app.test_client()`) is a `BrowserClient`:
 - it is the *test owner's* browser: it carries the owner cookie of `TEST_OWNER` (a fixed token
   whose owner row it makes on first use), so `make_corpus`/`make_tokenizer` rows, which belong

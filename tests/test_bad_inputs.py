@@ -266,7 +266,7 @@ def _body_rows(world) -> list[Row]:
     for url in (f"/t/{t}/encode", f"/t/{t}/share", f"/compare/{a}/{b}/encode"):
         rows.append(Row("POST", url, {400}, _form(b"text=a%FF")))
         rows.append(Row("POST", url, {413}, _form(b"text=" + b"a" * 60_000)))
-    # Evaluating pasted text: the form and the API (issue 11).
+    # Evaluating pasted text: the form and the API.
     rows.append(Row("POST", f"/t/{t}/evaluate", {400}, _form(b"text=a%FF")))
     rows.append(Row("POST", f"/t/{t}/evaluate", {400}, _form(b"text=")))
     rows.append(Row("POST", f"/t/{t}/evaluate", {413}, _form(b"text=" + b"a" * 1_100_000)))

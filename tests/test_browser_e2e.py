@@ -1,8 +1,8 @@
 """End to end in a real headless Chromium: upload -> train -> the job finishes -> tokeniser page,
 and upload -> compare naive vs chunked -> both jobs finish -> the compare page.
 
-Drives Debian's /usr/bin/chromium through Playwright (see shared/BROWSER.md); skipped when it
-is not installed.
+Drives Debian's /usr/bin/chromium through Playwright (tests/browser.py; scripts/install-browser.sh
+installs it); skipped when it is not installed.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ document.addEventListener("securitypolicyviolation", (e) => {
 
 
 def test_every_flow_works_under_the_csp_without_a_violation(live_server, browser):
-    """Issue 8: the strict CSP blocks nothing the pages need. htmx polls, swaps, posts with the
+    """The strict CSP blocks nothing the pages need. htmx polls, swaps, posts with the
     CSRF header from <body hx-headers>, redirects; the owner link claims on a second browser."""
     from playwright.sync_api import expect
 

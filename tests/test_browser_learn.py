@@ -1,9 +1,9 @@
-"""Seeing BPE learn, in a real headless Chromium (issue 10): compare three tokenisers and see the
+"""Seeing BPE learn, in a real headless Chromium: compare three tokenisers and see the
 boundary diff as text is typed, move the merge scrubber with the keyboard and see the
 segmentation change, open a "why this split?" replay. Takes the screenshots under
 docs/screenshots/ that the README links to.
 
-Drives Debian's /usr/bin/chromium through Playwright (see shared/BROWSER.md), with the live
+Drives Debian's /usr/bin/chromium through Playwright (tests/browser.py), with the live
 server and browser fixtures of tests/browser.py; skipped when Chromium is not installed.
 """
 

@@ -1,7 +1,8 @@
 """What a reader sees, checked in a real headless Chromium: tokens never cut across lines, and
 screenshots of the main pages at a desktop and a phone width (saved under docs/screenshots/).
 
-Uses the Chromium + Playwright set-up of test_browser_e2e.py (shared/BROWSER.md).
+Uses the Chromium + Playwright set-up of tests/browser.py (Debian's Chromium, which
+scripts/install-browser.sh installs).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A first visit in a real headless Chromium: from the home page, one click on the sample
 reaches a trained naive-vs-chunked comparison (with and without JavaScript), and a tokeniser's
 playground from there; and at 390 px the "Compare with…" select stays inside its card while the
-compare table scrolls and says so (issue 12, item 23). Screenshots go to docs/screenshots/.
+compare table scrolls and says so (a phone must reach every column). Screenshots go to
+docs/screenshots/.
 
 The 10-second bar is measured by benchmarks/first_visit.py, not here (no timed assertions).
 """

@@ -18,7 +18,8 @@ from webapp.storage.convert import store_tokenizer
 from webapp.storage.models import Tokenizer, TrainingJob
 
 HX = {"HX-Request": "true"}
-# Seed 000's point on a small text: naive BPE glues word ends to the next space ("t ", "at ").
+# Why chunked training exists (docs/algorithms.md, "Chunked training"), on a small text: naive
+# BPE glues word ends to the next space ("t ", "at ").
 TEXT = "that cat sat at the mat; it is not what it was. " * 4
 
 

@@ -1,6 +1,6 @@
-"""The compare page for two to four tokenisers (issue 10): the set's addresses, adding and
-removing one, the shared text with counts and the cheapest marked, the boundary diff (seed
-000's naive vs chunked), and the scrubber that moves every row. Flask test client."""
+"""The compare page for two to four tokenisers: the set's addresses, adding and removing one,
+the shared text with counts and the cheapest marked, the boundary diff (naive vs chunked,
+docs/algorithms.md "Chunked training"), and the scrubber that moves every row. Flask test client."""
 
 from __future__ import annotations
 
@@ -125,9 +125,7 @@ def test_every_tokeniser_encodes_the_text_and_the_cheapest_is_marked(client, thr
         assert ("cheapest</span>" in found[letter]) == (n == fewest), letter
 
 
-def test_seed_000_naive_vs_chunked_diff_marks_the_cross_word_tokens(
-    client, make_corpus, make_tokenizer
-):
+def test_naive_vs_chunked_diff_marks_the_cross_word_tokens(client, make_corpus, make_tokenizer):
     corpus = make_corpus(LOREM, name="lorem")
     naive = make_tokenizer(LOREM, mode="naive", vocab_size=300, corpus=corpus)
     chunked = make_tokenizer(LOREM, mode="chunked", vocab_size=300, corpus=corpus)

@@ -74,17 +74,19 @@ def test_overlapping_run_merges_left_to_right_like_the_reference():
     assert tok.training.tokens_after == [9, 7, 5]
 
 
+# Runs where a pair meets itself (docs/algorithms.md, "Efficient training"): the bookkeeping
+# around each merged occurrence must not count a neighbour twice or miss one.
 @pytest.mark.parametrize(
     "ids",
     [
         [1, 2, 1, 2],  # A B A B -> AB AB: the second merge sees the first as its left neighbour
         [0, 0, 0, 0],  # 0 0 0 0 -> 00 00, not 0 00 0
-        [0, 0, 0],  # left to right: 00 0 (seed 004 would give 0 00)
+        [0, 0, 0],  # left to right: 00 0, as the reference's merge_pair cuts it, never 0 00
         [3, 0, 0, 0, 3, 0, 0],
         [1, 2, 1, 2, 1, 2, 1],
     ],
 )
-def test_seed_004_special_cases(ids):
+def test_overlapping_pair_special_cases(ids):
     kwargs = {"first_id": 10, "max_merges": 6}
     assert train_efficient([(ids, 1)], **kwargs) == train_reference([(ids, 1)], **kwargs)
 

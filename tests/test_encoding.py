@@ -1,12 +1,12 @@
-"""Encoding is exact: every fast path gives the ids of seed 002's literal rescanning rule.
+"""Encoding is exact: every fast path gives the ids of the literal rescanning rule.
 
-The oracle below is the seed's loop, written out: find the present pair with the lowest id,
-merge it everywhere (left to right), repeat. `Tokenizer.encode` cuts text into cached pieces
-(`bpe.cuts`), encodes pieces character by character (`bpe.encoder.CharacterEncoder`) and uses a
-heap for long sequences; each must give the oracle's ids, in every mode, with special tokens
-allowed and not, for trained merge lists, for random merge lists over multi-byte characters
-(which learn tokens holding parts of characters across a character boundary), and on the
-corpora.
+The oracle below is that rule's loop (docs/algorithms.md, "Encoding"), written out: find the
+present pair with the lowest id, merge it everywhere (left to right), repeat. `Tokenizer.encode`
+cuts text into cached pieces (`bpe.cuts`), encodes pieces character by character
+(`bpe.encoder.CharacterEncoder`) and uses a heap for long sequences; each must give the oracle's
+ids, in every mode, with special tokens allowed and not, for trained merge lists, for random
+merge lists over multi-byte characters (which learn tokens holding parts of characters across a
+character boundary), and on the corpora.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ CORPORA = ["english_small", "english_large", "chinese_modern", "code"]
 MULTIBYTE = "基础中文的是丹乐é😀a ,\n"
 
 
-def seed_rule(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
-    """Seed 002, literally: apply the present learned pair with the lowest id, everywhere."""
+def literal_rule(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    """The encode rule, literally: apply the present learned pair with the lowest id, everywhere."""
     while len(ids) >= 2:
         pairs = set(zip(ids, ids[1:], strict=False))
         best = min(pairs, key=lambda pair: ranks.get(pair, float("inf")))
@@ -48,7 +48,7 @@ def seed_rule(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
 
 
 def oracle_encode(tok: bpe.Tokenizer, text: str, allowed=()) -> list[int]:
-    """The ids the seed's rule gives, piece by piece as the modes define pieces."""
+    """The ids the literal rule gives, piece by piece as the modes define pieces."""
     allowed_map = (
         dict(tok.special_tokens)
         if allowed == "all"
@@ -60,10 +60,10 @@ def oracle_encode(tok: bpe.Tokenizer, text: str, allowed=()) -> list[int]:
         if special is not None:
             out.append(special)
         elif tok.mode == "naive":
-            out += seed_rule(list(part.encode()), tok.ranks)
+            out += literal_rule(list(part.encode()), tok.ranks)
         else:
             for chunk in split_chunks(part, tok.pattern or ""):
-                out += seed_rule(list(chunk.encode()), tok.ranks)
+                out += literal_rule(list(chunk.encode()), tok.ranks)
     return out
 
 
@@ -95,7 +95,7 @@ MULTIBYTE_TEXTS = st.lists(st.sampled_from(list(MULTIBYTE)), max_size=60).map(""
     extra=st.integers(0, 60),
     allow=st.booleans(),
 )
-def test_property_encode_equals_seed_rule(training, text, mode, extra, allow):
+def test_property_encode_equals_literal_rule(training, text, mode, extra, allow):
     tok = bpe.train(
         training + text[::2],
         vocab_size=256 + extra + 1,
@@ -135,12 +135,12 @@ def test_property_cut_pieces_encode_like_the_whole(picks, text):
     pieces, partial = cuts.pieces(text)
     assert "".join(pieces) == text
     characters = CharacterEncoder(tok.ranks)
-    whole = seed_rule(list(text.encode()), tok.ranks)
+    whole = literal_rule(list(text.encode()), tok.ranks)
     by_pieces: list[int] = []
     for piece in pieces:
-        by_pieces += seed_rule(list(piece.encode()), tok.ranks)
+        by_pieces += literal_rule(list(piece.encode()), tok.ranks)
         if piece not in partial:
-            assert characters.encode(piece) == seed_rule(list(piece.encode()), tok.ranks)
+            assert characters.encode(piece) == literal_rule(list(piece.encode()), tok.ranks)
     assert by_pieces == whole
 
 
@@ -209,7 +209,7 @@ def test_words_mode_is_unchanged_by_the_fast_paths():
     ranks = tok.ranks
     for word in ["lowest", "newer", "wid"]:
         ids = [tok._char_to_id[c] for c in word] + [tok.base_size - 1]
-        assert tok.encode(word) == seed_rule(ids, ranks)
+        assert tok.encode(word) == literal_rule(ids, ranks)
 
 
 # ----- the corpora --------------------------------------------------------------------------
@@ -255,7 +255,9 @@ STITCH_TEXTS = st.lists(st.sampled_from(list(STITCH_ALPHABET)), max_size=80).map
 def valid_alone(merges: list[tuple[int, int, int]]) -> list[int]:
     """The ids whose bytes encode, alone, to themselves: those an encoding can hold."""
     tok = bpe.Tokenizer(mode="naive", merges=merges)
-    return [i for i in range(256 + len(merges)) if seed_rule(list(tok.vocab[i]), tok.ranks) == [i]]
+    return [
+        i for i in range(256 + len(merges)) if literal_rule(list(tok.vocab[i]), tok.ranks) == [i]
+    ]
 
 
 @settings(max_examples=300, deadline=None)
@@ -268,8 +270,8 @@ def test_property_stitched_pieces_encode_like_the_whole(picks, texts):
     tok = bpe.Tokenizer(mode="naive", merges=merges)
     stitcher = Stitcher(tok.ranks, tok.vocab, {})
     for text in texts:  # one stitcher for several texts: its memos carry over
-        assert stitcher.encode(text) == seed_rule(list(text.encode()), tok.ranks)
-        assert tok.encode(text, engine="pure") == seed_rule(list(text.encode()), tok.ranks)
+        assert stitcher.encode(text) == literal_rule(list(text.encode()), tok.ranks)
+        assert tok.encode(text, engine="pure") == literal_rule(list(text.encode()), tok.ranks)
 
 
 @settings(max_examples=150, deadline=None)
@@ -281,7 +283,7 @@ def test_property_compatible_pairs_are_those_that_encode_as_themselves(picks):
     tokens = [i for i in valid_alone(merges) if i >= 256 or i in STITCH_ALPHABET.encode()]
     for a in tokens:
         for b in tokens:
-            joined = seed_rule([*tok.vocab[a], *tok.vocab[b]], tok.ranks)
+            joined = literal_rule([*tok.vocab[a], *tok.vocab[b]], tok.ranks)
             assert stitcher.compatible(a, b) == (joined == [a, b]), (a, b)
 
 
@@ -301,7 +303,7 @@ def test_stitching_gives_up_past_its_repair_budget_and_stays_exact():
     tok = bpe.Tokenizer(mode="naive", merges=merges)
     stitcher = Stitcher(tok.ranks, tok.vocab, {})
     stitcher.repair_budget = 0
-    assert stitcher.encode(text) == seed_rule(list(text.encode()), tok.ranks)
+    assert stitcher.encode(text) == literal_rule(list(text.encode()), tok.ranks)
 
 
 def test_a_remembered_repair_is_reused_where_the_repair_then_cascades():
@@ -313,7 +315,7 @@ def test_a_remembered_repair_is_reused_where_the_repair_then_cascades():
     text = "b ab\n éb ab\n b ab\n "
     tok = bpe.Tokenizer(mode="naive", merges=merges)
     stitcher = Stitcher(tok.ranks, tok.vocab, {})
-    assert stitcher.encode(text) == seed_rule(list(text.encode()), tok.ranks)
+    assert stitcher.encode(text) == literal_rule(list(text.encode()), tok.ranks)
     assert stitcher.repaired  # the junctions' repairs were remembered
 
 
@@ -370,7 +372,7 @@ def test_filling_a_cache_past_its_limit_keeps_every_piece_of_this_text():
         )
     ),
 )
-def test_property_new_pieces_are_encoded_as_the_seed_rule_encodes_them(picks, pieces):
+def test_property_new_pieces_are_encoded_as_the_literal_rule_encodes_them(picks, pieces):
     merges = random_merges(picks, MULTIBYTE.encode())
     tok = bpe.Tokenizer(mode="naive", merges=merges)
     pieces.discard("")
@@ -380,7 +382,7 @@ def test_property_new_pieces_are_encoded_as_the_seed_rule_encodes_them(picks, pi
         return encode_ids(list(piece.encode()), tok.ranks)
 
     table = encode_pieces(set(pieces), tok.ranks, whole_tokens(tok.ranks, tok.vocab), other)
-    assert table == {piece: seed_rule(list(piece.encode()), tok.ranks) for piece in pieces}
+    assert table == {piece: literal_rule(list(piece.encode()), tok.ranks) for piece in pieces}
 
 
 # Letters (with and without case), digits, spaces, marks, punctuation, emoji; U+017F (long s)
@@ -414,7 +416,7 @@ def test_property_whole_tokens_are_the_tokens_that_encode_as_themselves(picks, a
     expected = {}
     for _, _, new in merges:
         data = tok.vocab[new]
-        if seed_rule(list(data), tok.ranks) == [new] and is_text(data):
+        if literal_rule(list(data), tok.ranks) == [new] and is_text(data):
             expected[data.decode()] = new
     assert whole_tokens(tok.ranks, tok.vocab) == expected
 

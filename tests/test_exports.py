@@ -158,12 +158,53 @@ def test_hf_file_pins_the_settings_that_change_ids(tokenisers):
     ]
 
 
-def test_hf_worked_example_from_seed_002():
+def test_hf_worked_example_of_the_encode_rule():
     tokenizers = _hf()
     tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
     hf = tokenizers.Tokenizer.from_str(to_hf_json(tok))
     assert hf.encode("abaaab").ids == [97, 98, 258]
     assert hf.encode("aaaa").ids == [256, 256]  # 257 (aaa) is a token, but merges stop first
+
+
+def test_hf_export_keeps_merges_for_pieces_that_are_tokens():
+    # Trained merge lists are self-encoding (every token's bytes encode to that token), so on
+    # them `ignore_merges` changes nothing and the property tests cannot see it. Here the
+    # chunk "abc" is token 258, but our rule (docs/algorithms.md, "Encoding") merges (b, c)
+    # first and never learned (a, bc): the export must make HF run the merges too.
+    tokenizers = _hf()
+    tok = Tokenizer(
+        mode="chunked",
+        merges=[(98, 99, 256), (97, 98, 257), (257, 99, 258)],
+        pattern=bpe.GPT4_PATTERN,
+    )
+    hf = tokenizers.Tokenizer.from_str(to_hf_json(tok))
+    for text in ["abc", "abc abc", "x abc."]:
+        assert tok.encode(text) == hf.encode(text).ids
+    assert hf.encode("abc").ids == [97, 256]  # not [258], the whole-piece token
+
+
+# Chunked tokenisers trained on GPT-4's chunks, each with a text where a learned token's bytes
+# sit across a chunk boundary (docs/algorithms.md, "Chunked training": no merge crosses one).
+# Runs of spaces: "x    x" is cut "x", "   ", " x", so "  " is learned; in "x  x" the chunks are
+# "x", " ", " x" and the two spaces must stay apart (HF with no split at all joins them).
+# Digits: GPT-4 cuts "1234567" as "123", "456", "7", so "45" is learned; "3456" is cut "345",
+# "6", and "456" must not form across that cut (HF's own GPT-2 split, which keeps digits
+# together, forms it as well).
+SPLIT_CASES = [
+    ("x    x    x    x    x   x", [b"  ", b" x", b"   "], "x  x", [120, 32, 257]),
+    ("1234567 " * 5, [b"12", b"45", b"123", b"456"], "3456", [51, 257, 54]),
+]
+
+
+@pytest.mark.parametrize(("training", "learned", "text", "ids"), SPLIT_CASES)
+def test_hf_export_splits_chunked_text_before_merging(training, learned, text, ids):
+    tokenizers = _hf()
+    tok = bpe.train(training, vocab_size=256 + len(learned), mode="chunked")
+    assert [tok.vocab[new] for _, _, new in tok.merges] == learned
+    assert tok.encode(text) == ids
+    hf = tokenizers.Tokenizer.from_str(to_hf_json(tok))
+    for sample in [text, f"{text} {text}", training]:
+        assert hf.encode(sample).ids == tok.encode(sample)
 
 
 def test_hf_file_round_trips_through_a_path(tmp_path, tokenisers):

@@ -72,7 +72,8 @@ def test_our_tiktoken_export_reimported_encodes_identically(trained, mode, tmp_p
 @pytest.mark.parametrize("limit", [0, 1, 5, 40])
 def test_first_k_merges_of_a_reimport_cut_as_ours(trained, tmp_path, limit):
     # The merge scrubber encodes with the first k merges: by HF's order and by tiktoken's ranks
-    # that must give what seed 002 gives with the same first k merges of our own tokeniser.
+    # that must give what our lowest-id rule (docs/algorithms.md, "Encoding") gives with the
+    # same first k merges of our own tokeniser.
     tok = trained["chunked"]
     from_hf = import_bytes(to_hf_json(tok).encode(), filename="tokenizer.json")
     ranks_path, _ = write_tiktoken(tok, tmp_path / "ours")

@@ -1,4 +1,5 @@
-"""The bpe library's training modes, encode/decode semantics and seed examples."""
+"""The bpe library's training modes, encode/decode semantics and the worked examples of
+docs/algorithms.md."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, split_chunks
 from bpe.reference import get_pair_counts, merge_pair
 from tests.strategies import TEXTS, normalise_words
 
-SEED_002_MERGES = [(97, 97, 256), (256, 97, 257), (257, 98, 258)]
+WORKED_MERGES = [(97, 97, 256), (256, 97, 257), (257, 98, 258)]
 LOREM = (
     "Eius eius dolor tempora consectetur sed. Amet quaerat quiquia quisquam quaerat. "
     "Quaerat quisquam quiquia dolore porro. Quisquam ut voluptatem quiquia labore "
@@ -25,13 +26,13 @@ LOREM = (
 TRAINER = "reference"
 
 
-def seed_002_tokenizer() -> bpe.Tokenizer:
-    return bpe.Tokenizer(mode="naive", merges=list(SEED_002_MERGES))
+def worked_example_tokenizer() -> bpe.Tokenizer:
+    return bpe.Tokenizer(mode="naive", merges=list(WORKED_MERGES))
 
 
-# ----- seed 002: encode/decode, exactly --------------------------------------------------------
-def test_seed_002_worked_examples():
-    tok = seed_002_tokenizer()
+# ----- encode/decode, exactly (docs/algorithms.md, "Encoding") ---------------------------------
+def test_worked_encode_examples():
+    tok = worked_example_tokenizer()
     assert tok.vocab[256] == b"aa" and tok.vocab[257] == b"aaa" and tok.vocab[258] == b"aaab"
     assert tok.encode("abaaab") == [97, 98, 258]
     assert tok.encode("aaaa") == [256, 256]
@@ -39,7 +40,7 @@ def test_seed_002_worked_examples():
 
 
 def test_cut_off_emoji_decodes_to_replacement_character():
-    tok = seed_002_tokenizer()
+    tok = worked_example_tokenizer()
     emoji = "😀".encode()
     assert tok.decode(list(emoji[:2])) == "\ufffd"
     assert tok.decode_bytes(list(emoji[:2])) == emoji[:2]
@@ -48,19 +49,19 @@ def test_cut_off_emoji_decodes_to_replacement_character():
 
 def test_decode_rejects_unknown_id():
     with pytest.raises(ValueError, match="not in this vocabulary"):
-        seed_002_tokenizer().decode([259])
+        worked_example_tokenizer().decode([259])
 
 
-# ----- seed 000: training ------------------------------------------------------------------------
-def test_seed_000_helpers_count_overlaps_and_merge_left_to_right():
+# ----- training (docs/algorithms.md, "Training") -------------------------------------------------
+def test_helpers_count_overlaps_and_merge_left_to_right():
     assert get_pair_counts([([97, 97, 97], 1)]) == {(97, 97): 2}
     assert get_pair_counts([([1, 2], 3), ([1, 2, 1], 2)]) == {(1, 2): 5, (2, 1): 2}
     assert merge_pair([97, 97, 97], (97, 97), 256) == [256, 97]
     assert merge_pair([1, 2, 1, 2, 1], (1, 2), 9) == [9, 9, 1]
 
 
-def test_naive_training_follows_the_seed_example_shape():
-    # The seed's 833-byte lorem ipsum is not shipped, but its first merge is "qu" on text like it.
+def test_naive_training_learns_qu_first_on_lorem_ipsum():
+    # On lorem ipsum the commonest pair of bytes is "qu" (docs/algorithms.md, "Training").
     tok = bpe.train(LOREM, vocab_size=260, mode="naive", trainer=TRAINER)
     assert tok.vocab[256] == b"qu"
     counts = tok.training.merge_counts

@@ -74,7 +74,8 @@ def test_schema_has_the_agreed_indexes(app):
     assert ("tokenizer_id", "byte_length") in vocab
     merges = {tuple(ix["column_names"]) for ix in inspector.get_indexes("merges")}
     assert ("tokenizer_id", "new_id") in merges
-    # One corpus per text and owner (issue 8): the upload's lookup, not unique across owners.
+    # One corpus per text and owner: two owners may upload the same text and each gets a corpus
+    # of their own, so the upload's lookup is by both, and the text alone is not unique.
     corpora = {ix["name"]: ix for ix in inspector.get_indexes("corpora")}
     assert corpora["ix_corpora_owner_sha256"]["column_names"] == ["owner_id", "sha256"]
     assert "ix_corpora_sha256" not in corpora

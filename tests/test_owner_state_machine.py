@@ -1,4 +1,4 @@
-"""A hypothesis state machine over what visitors do (issue 8): upload, train, cancel, rename,
+"""A hypothesis state machine over what visitors do: upload, train, cancel, rename,
 delete, view, encode and share, with random bytes and names, by two owners and a stranger.
 
 After every step: no answer was a 5xx; every acknowledged corpus is present with its sha256

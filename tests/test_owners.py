@@ -1,4 +1,4 @@
-"""Owners, CSRF and same-origin (issue 8): every state change refused (403, never 5xx, nothing
+"""Owners, CSRF and same-origin: every state change refused (403, never 5xx, nothing
 changed) without the owner's proof or from another origin; the real owner succeeds; an owner
 link claims ownership on a second browser; lists and pages hand out only the visitor's links."""
 

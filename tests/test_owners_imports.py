@@ -1,4 +1,4 @@
-"""Owners of imported tokenisers and of evaluations (issues 8 and 11): the importer owns what
+"""Owners of imported tokenisers and of evaluations: the importer owns what
 they import (rename and delete are theirs alone), references imported by `flask
 import-references` belong to the site (nobody deletes them over the web), and evaluating a
 tokeniser on a corpus follows training's rule (the corpus's owner, or anyone once the owner

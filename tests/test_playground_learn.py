@@ -1,4 +1,4 @@
-"""The tokeniser page's merge scrubber and "why this split?" replay (issue 10), through the
+"""The tokeniser page's merge scrubber and "why this split?" replay, through the
 Flask test client: k = 0, k = N and k in between, what merge k removed, and a replay that ends
 in exactly the encoding of its chunk, for every mode, with and without htmx."""
 
@@ -18,7 +18,7 @@ MODES = ("naive", "chunked", "words")
 
 @pytest.fixture
 def stored(make_corpus, make_tokenizer):
-    """mode -> TokenizerRef, all trained on seed 000's lorem ipsum."""
+    """mode -> TokenizerRef, all trained on the same lorem ipsum."""
     corpus = make_corpus(LOREM, name="lorem")
     sizes = {"naive": 300, "chunked": 300, "words": 90}
     return {

@@ -1,4 +1,4 @@
-"""Security headers on every route of app.url_map (issue 8): HTML carries the CSP and nosniff,
+"""Security headers on every route of app.url_map: HTML carries the CSP and nosniff,
 downloads are attachments, no page holds inline code the CSP would block, hosts come from
 configuration only."""
 

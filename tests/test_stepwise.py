@@ -101,7 +101,7 @@ def test_a_negative_limit_is_refused():
         first_merges(trained("naive", 260), -1)
 
 
-def test_seed_002_worked_example_replayed():
+def test_the_worked_encode_example_replayed():
     ranks = {(97, 97): 256, (256, 97): 257, (257, 98): 258}
     steps = replay([97, 98, 97, 97, 97, 98], ranks)
     assert [s.applied for s in steps] == [(97, 97), (256, 97), (257, 98)]
@@ -119,7 +119,7 @@ def test_replay_of_every_chunk_ends_in_its_encoding(tok):
         steps = replay(symbols, tok.ranks)
         assert (steps[-1].after if steps else symbols) == chunk.ids
         ranks_applied = [s.new_id for s in steps]
-        assert ranks_applied == sorted(ranks_applied)  # seed 002: earliest learned first
+        assert ranks_applied == sorted(ranks_applied)  # the encode rule: earliest learned first
         for step in steps:
             assert step.present[0] == (step.applied, step.new_id)
 
@@ -148,7 +148,8 @@ _CUT_BACK = {mode: trained(mode, 256 + 90) for mode in ("naive", "chunked")}
 )
 def test_the_full_encoding_cut_back_equals_encoding_with_the_first_k_merges(mode, text, k):
     """encode_chunks(merge_limit=k) splits the full encoding's later tokens back into parts;
-    that must be exactly seed 002's loop run with the first k merges only."""
+    that must be exactly the encode rule's loop (docs/algorithms.md, "Encoding") run with the
+    first k merges only."""
     tok = _CUT_BACK[mode]
     ranks = first_merges(tok, k)
     for chunk in encode_chunks(tok, text, merge_limit=k):
@@ -261,8 +262,8 @@ def test_imported_replays_end_in_the_tokens_the_page_shows(name, text, k, data):
             assert len(step.positions) == 1 and step.present[0] == (step.applied, step.new_id)
 
 
-def test_a_tiktoken_replay_joins_what_seed_002_would_not():
-    """Ranks `b c bc ab abc`: tiktoken joins a|bc (seed 002's learned pairs never do), and
+def test_a_tiktoken_replay_joins_what_our_rule_would_not():
+    """Ranks `b c bc ab abc`: tiktoken joins a|bc (our rule's learned pairs never do), and
     the replay shows that join; `xxx` joins its leftmost pair; `abc` alone is taken whole."""
     from bpe.importers import import_bytes
     from webapp.rendering.segmentation import replay_token

@@ -23,7 +23,8 @@ from webapp.storage.convert import store_tokenizer
 from webapp.storage.models import Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob
 from webapp.storage.uploads import normalize_stream
 
-# Raw uploads come from scripts, which prove their owner with a bearer token (issue 8).
+# Raw uploads come from scripts, which have no owner cookie or CSRF token: they prove their
+# owner with a bearer token.
 BEARER = {"Authorization": f"Bearer {TEST_OWNER_TOKEN}"}
 
 

@@ -1,4 +1,4 @@
-"""Evaluating a tokeniser on pasted text (issue 11): the tokeniser page's Evaluate tab and
+"""Evaluating a tokeniser on pasted text: the tokeniser page's Evaluate tab and
 `POST /api/t/<slug>/evaluate` give the figures a corpus evaluation gives, checked against a
 direct computation; the never-used list is exact; the size cap answers 413; nothing is stored."""
 

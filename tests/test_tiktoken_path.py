@@ -1,4 +1,5 @@
-"""The tiktoken fast path gives the pure path's ids, which are seed 002's: pure == fast == oracle.
+"""The tiktoken fast path gives the pure path's ids, which are the encode rule's
+(docs/algorithms.md, "Encoding"): pure == fast == oracle.
 
 Hypothesis compares the three on trained tokenisers (naive, GPT-4 and GPT-2 chunked), with
 special tokens allowed and not; on random merge lists the condition `self_encoding_merges` is
@@ -49,7 +50,7 @@ def trained(training: str, kind: str, extra: int) -> bpe.Tokenizer:
     extra=st.integers(0, 80),
     allow=st.booleans(),
 )
-def test_property_fast_path_equals_pure_and_seed_rule(training, text, kind, extra, allow):
+def test_property_fast_path_equals_pure_and_literal_rule(training, text, kind, extra, allow):
     tok = trained(training + text[::3], kind, extra)
     fast = tok.fast_path
     assert fast is not None  # trained merge lists always qualify

@@ -22,7 +22,7 @@ HX = {"HX-Request": "true"}
 
 def upload(client, url, files: dict[str, tuple[bytes, str]], **form):
     data = {name: (io.BytesIO(raw), filename) for name, (raw, filename) in files.items()}
-    # The API takes a multipart body only with a bearer token (issue 8: no CSRF token then).
+    # The API takes a multipart body only with a bearer token: a script has no CSRF token.
     headers = {"Authorization": f"Bearer {TEST_OWNER_TOKEN}"} if url.startswith("/api/") else {}
     return client.post(
         url, data={**data, **form}, content_type="multipart/form-data", headers=headers

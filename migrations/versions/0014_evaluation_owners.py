@@ -1,5 +1,5 @@
 """Evaluations have an owner: whoever asked for one may cancel it and sees it in the corpus
-page's table (issue 8's rules, as for training jobs). Rows made before have none.
+page's table (the same rules as for training jobs). Rows made before have none.
 
 Revision ID: 0014_evaluation_owners
 Revises: 0013_corpus_stats
