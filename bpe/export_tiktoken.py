@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from bpe import rank_rule
 from bpe.export_common import ExportError, check_exportable, distinct_ranks, rank_rule_conflicts
 from bpe.model import Tokenizer
+from bpe.patterns import NAIVE_PATTERN
 
 __all__ = [
     "NAIVE_PATTERN",
@@ -52,8 +53,6 @@ __all__ = [
 if TYPE_CHECKING:  # tiktoken is optional; only the Encoding builders import it
     import tiktoken
 
-# Naive tokenisers never split: one piece is the whole text between special tokens.
-NAIVE_PATTERN = r"[\s\S]+"
 SIDECAR_FORMAT = "bpe-workbench.tiktoken"
 SIDECAR_VERSION = 1
 RANKS_SUFFIX = ".tiktoken"

@@ -22,6 +22,10 @@ GPT4_PATTERN = (
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 
+# Naive tokenisers never split: one piece is the whole text between special tokens. Spelled as a
+# pattern for peers that always split (tiktoken's `pat_str`, the exports).
+NAIVE_PATTERN = r"[\s\S]+"
+
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4_PATTERN, "gpt2": GPT2_PATTERN}  # name -> regex
 
 # The same two patterns for text that is all ASCII, spelled for the standard `re` module, which

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Literal
 import regex
 
 from bpe.encoder import encode_ids
-from bpe.patterns import compile_pattern
 
 if TYPE_CHECKING:
     from bpe.model import Tokenizer
@@ -98,7 +97,7 @@ def encode_chunks(
             out.append(Chunk(start, end, [special_id], special=True))
             continue
         spans = _chunk_spans(tok, text, start, end)
-        if tok.mode != "words":
+        if tok.mode_object.byte_level:
             # The tokeniser's own full encoding (cached per chunk, or the fast path), cut back to
             # the first k merges: the same ids as encoding with them, and far cheaper.
             for chunk_start, chunk_end in spans:
@@ -223,18 +222,8 @@ def apply_merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]
 # ----- the base symbols of a chunk ----------------------------------------------------------------
 def base_symbols(tok: Tokenizer, chunk: str) -> list[int]:
     """The ids a chunk starts as, before any merge: its bytes (through the tokeniser's byte ids),
-    or in words mode its characters (unknown ones as `<unk>`) and `</w>`."""
-    if tok.mode == "words":
-        from bpe.model import UNKNOWN
-
-        char_ids = {c: i for i, c in enumerate(tok.alphabet or [])}
-        unknown = tok.special_tokens.get(UNKNOWN, -1)
-        return [char_ids.get(c, unknown) for c in chunk] + [tok.base_size - 1]
-    data = chunk.encode("utf-8", errors="surrogatepass")
-    if tok.tokens is None:  # this project's own byte-level tokenisers: byte b is id b
-        return list(data)
-    byte_ids = tok.byte_ids
-    return [byte_ids[b] for b in data]
+    or in words mode its characters (unknown ones as `<unk>`) and `</w>` (`bpe.modes`)."""
+    return tok.mode_object.base_symbols(tok, chunk)
 
 
 def _special_pieces(
@@ -266,28 +255,7 @@ def _special_pieces(
 
 def _chunk_spans(tok: Tokenizer, text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Where the ordinary text text[start:end] is cut into separately encoded units."""
-    if tok.mode == "naive":
-        return [(start, end)]
-    if tok.mode == "chunked":
-        # On the slice, exactly as `split_chunks` (and so `Tokenizer.encode`) cuts it.
-        pattern = compile_pattern(tok.pattern or "")
-        return [
-            (start + m.start(), start + m.end())
-            for m in pattern.finditer(text[start:end])
-            if m.end() > m.start()
-        ]
-    spans = []  # words: runs of non-whitespace, exactly what str.split() keeps
-    i = start
-    while i < end:
-        while i < end and text[i].isspace():
-            i += 1
-        j = i
-        while j < end and not text[j].isspace():
-            j += 1
-        if j > i:
-            spans.append((i, j))
-        i = j
-    return spans
+    return tok.mode_object.spans(text, start, end, tok.pattern)
 
 
 # ----- one chunk, step by step ---------------------------------------------------------------
@@ -382,12 +350,6 @@ def imported_pieces(
                 size -= len(tok.token_bytes(ids[at]))
                 at += 1
             yield piece, ids[first:at], False
-
-
-def piece_symbols(tok: Tokenizer, piece: str) -> list[int]:
-    """The ids an imported tokeniser's piece starts as: one per byte, with the file's byte ids."""
-    byte_ids = tok.byte_ids
-    return [byte_ids[b] for b in piece.encode("utf-8", errors="surrogatepass")]
 
 
 def whole_piece_token(tok: Tokenizer, piece: bytes, merge_limit: int | None = None) -> int | None:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import regex
 
-from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN
+from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, NAIVE_PATTERN
 from bpe.stitch import crosses_before
 
 if TYPE_CHECKING:  # tiktoken is optional: only TiktokenPath.build imports it
@@ -39,11 +39,9 @@ if TYPE_CHECKING:  # tiktoken is optional: only TiktokenPath.build imports it
 
     from bpe.model import Tokenizer
 
-# Naive tokenisers never split: one piece is the whole text between special tokens.
-NAIVE_PATTERN = r"[\s\S]+"
 # The split patterns tiktoken's regex engine runs as ours does (tests/test_tiktoken_path.py
-# checks every code point).
-TRUSTED_PATTERNS = (GPT4_PATTERN, GPT2_PATTERN)
+# checks every code point); the naive pattern matches everything at once.
+TRUSTED_PATTERNS = (GPT4_PATTERN, GPT2_PATTERN, NAIVE_PATTERN)
 
 
 def self_encoding_merges(merges: list[tuple[int, int, int]]) -> bool:
@@ -110,9 +108,10 @@ class TiktokenPath:
     def build(cls, tok: Tokenizer) -> TiktokenPath | None:
         """The fast path for this tokeniser, or None: tiktoken missing, words mode, an imported
         tokeniser, a custom pattern, or a merge list where tiktoken's rule can differ."""
-        if tok.rule != "merges" or tok.mode not in ("naive", "chunked"):
+        if tok.rule != "merges" or not tok.mode_object.byte_level:
             return None
-        if tok.mode == "chunked" and tok.pattern not in TRUSTED_PATTERNS:
+        pattern = tok.mode_object.split_pattern(tok.pattern)
+        if pattern is None or pattern not in TRUSTED_PATTERNS:
             return None
         try:
             import tiktoken
@@ -122,7 +121,6 @@ class TiktokenPath:
             return None
         vocab = tok.vocab
         ranks = {vocab[i]: i for i in range(256 + len(tok.merges))}
-        pattern = NAIVE_PATTERN if tok.mode == "naive" else tok.pattern or ""
         # Special tokens are split off by Tokenizer.encode before this sees any text.
         encoding = tiktoken.Encoding(
             "bpe-workbench-fast-path", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}

@@ -1,0 +1,94 @@
+"""What an encode rule is: how the merges inside one piece are applied.
+
+Our own tokenisers apply the learned pair with the lowest id (`merges`); imported ones keep the
+rule of the file they came from (`tiktoken`: the rank of the joined bytes; `hf`: the file's merge
+order). A rule is a stateless singleton like a mode: the tables it reads (chunk cache, rank maps)
+live on the `Tokenizer` it is handed (docs/algorithms.md, "Encoding").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Literal
+
+from bpe.modes.base import CHUNK_CACHE_LIMIT, PieceEncoder
+
+if TYPE_CHECKING:
+    from bpe.model import Engine, Tokenizer
+
+BytesEncoder = Callable[[bytes], list[int]]  # one piece's UTF-8 bytes -> its ids
+
+
+class EncodingRule:
+    """One way to encode a piece. Subclass it, set `name`, and register an instance with
+    `bpe.rules.register_rule`."""
+
+    name: str = ""  # what `Tokenizer.rule` and the tokeniser file's "rule" key hold
+
+    def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
+        """The ids of text holding no special token."""
+        raise NotImplementedError
+
+    def piece_encoder(self, tok: Tokenizer) -> PieceEncoder:
+        """What encodes one of `tok.pieces(text)`, called as `encoder(tok, piece)`."""
+        raise NotImplementedError
+
+    def encode_limited(
+        self,
+        tok: Tokenizer,
+        text: str,
+        merge_limit: int,
+        allowed_special: Literal["all"] | Iterable[str],
+    ) -> list[int]:
+        """`tok.encode(text)` with only the first `merge_limit` merges (fewer than all)."""
+        raise NotImplementedError
+
+
+class ImportedRule(EncodingRule):
+    """A rule of tokenisers imported from a file: pieces from the file's own pre-tokenisation
+    (`Tokenizer.pieces`), each encoded once and cached; subclasses encode one piece's bytes."""
+
+    def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
+        out: list[int] = []
+        encode_piece = self.encode_piece
+        for piece in tok.pieces(text):
+            out.extend(encode_piece(tok, piece))
+        return out
+
+    def piece_encoder(self, tok: Tokenizer) -> PieceEncoder:
+        return self.encode_piece
+
+    def encode_piece(self, tok: Tokenizer, piece: str) -> list[int]:
+        cache = tok._chunk_cache
+        cached = cache.get(piece)
+        if cached is None:
+            cached = self.encode_new_piece(tok, piece.encode("utf-8"))
+            if len(cache) >= CHUNK_CACHE_LIMIT:
+                cache.clear()
+            cache[piece] = cached
+        return cached
+
+    def encode_new_piece(self, tok: Tokenizer, data: bytes) -> list[int]:
+        """One piece's ids by the rule, not looked up in the cache."""
+        raise NotImplementedError
+
+    def limited_encoder(self, tok: Tokenizer, merge_limit: int) -> BytesEncoder:
+        """What encodes one piece's bytes with only the first `merge_limit` merges."""
+        raise NotImplementedError
+
+    def encode_limited(
+        self,
+        tok: Tokenizer,
+        text: str,
+        merge_limit: int,
+        allowed_special: Literal["all"] | Iterable[str],
+    ) -> list[int]:
+        encode = self.limited_encoder(tok, max(merge_limit, 0))
+        out: list[int] = []
+        for segment, special_id in tok.special_segments(text, allowed_special):
+            if special_id is not None:
+                out.append(special_id)
+                continue
+            for piece in tok.pieces(segment):
+                out.extend(encode(piece.encode("utf-8")))
+        return out
