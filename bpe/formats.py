@@ -211,9 +211,7 @@ def _check_merges(raw: Any, base: int, fail: _Fail) -> list[tuple[int, int, int]
     return merges
 
 
-def _check_specials(
-    raw: Any, first_id: int, mode: TrainingMode, fail: _Fail
-) -> dict[str, int]:
+def _check_specials(raw: Any, first_id: int, mode: TrainingMode, fail: _Fail) -> dict[str, int]:
     if not isinstance(raw, dict):
         raise fail("special_tokens must be an object {token: id}")
     specials: dict[str, int] = {}

@@ -65,9 +65,7 @@ class TrainingMode:
         (tiktoken, the exports); None when the mode cannot be said as one."""
         return None
 
-    def spans(
-        self, text: str, start: int, end: int, pattern: str | None
-    ) -> list[tuple[int, int]]:
+    def spans(self, text: str, start: int, end: int, pattern: str | None) -> list[tuple[int, int]]:
         """(start, end) character offsets of the pieces of text[start:end]. Pieces are found in
         order in the text, so this works for any `split` that keeps its pieces' characters."""
         found: list[tuple[int, int]] = []

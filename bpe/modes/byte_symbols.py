@@ -122,9 +122,7 @@ def encode_in_pieces(tok: Tokenizer, text: str, chunk_ends: Sequence[int] = ()) 
         char_ids = map(functools.partial(map, characters.__getitem__), by_chars)
         ids = map(list, map(itertools.chain.from_iterable, char_ids))
         table.update(zip(by_chars, map(encode_ids, ids, itertools.repeat(ranks)), strict=True))
-        table.update(
-            (piece, encode_ids(list(piece.encode("utf-8")), ranks)) for piece in by_bytes
-        )
+        table.update((piece, encode_ids(list(piece.encode("utf-8")), ranks)) for piece in by_bytes)
         return table
 
     def encode(piece: str) -> list[int]:

@@ -36,9 +36,7 @@ class ChunkedMode(ByteLevelMode):
     def split_pattern(self, pattern: str | None) -> str | None:
         return pattern
 
-    def spans(
-        self, text: str, start: int, end: int, pattern: str | None
-    ) -> list[tuple[int, int]]:
+    def spans(self, text: str, start: int, end: int, pattern: str | None) -> list[tuple[int, int]]:
         # On the slice, exactly as `split_chunks` (and so `Tokenizer.encode`) cuts it.
         compiled = compile_pattern(pattern or "")
         return [

@@ -34,9 +34,7 @@ class NaiveMode(ByteLevelMode):
     def split_pattern(self, pattern: str | None) -> str | None:
         return NAIVE_PATTERN
 
-    def spans(
-        self, text: str, start: int, end: int, pattern: str | None
-    ) -> list[tuple[int, int]]:
+    def spans(self, text: str, start: int, end: int, pattern: str | None) -> list[tuple[int, int]]:
         return [(start, end)]
 
     def training_input(self, text: str, pattern: str | None, splitter: Splitter) -> TrainingInput:

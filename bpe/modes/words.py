@@ -42,9 +42,7 @@ class WordsMode(TrainingMode):
     def iter_split(self, text: str, pattern: str | None) -> Iterator[str]:
         return (m.group() for m in _WORD.finditer(text))
 
-    def spans(
-        self, text: str, start: int, end: int, pattern: str | None
-    ) -> list[tuple[int, int]]:
+    def spans(self, text: str, start: int, end: int, pattern: str | None) -> list[tuple[int, int]]:
         spans = []  # runs of non-whitespace, exactly what str.split() keeps
         i = start
         while i < end:
