@@ -54,10 +54,10 @@ from bpe.export_common import (
 )
 from bpe.model import Tokenizer
 
-# Names kept importable from here, where they lived before bpe.export_common existed.
+# The shared names the HF export's callers (tests/test_exports.py, benchmarks/export_agreement.py)
+# import from here, with the export's own.
 __all__ = [
     "ExportError",
-    "byte_level_string",
     "bytes_to_unicode",
     "canonical_ids",
     "duplicate_tokens",

@@ -34,6 +34,7 @@ from bpe.model import ImportSource, Mode, Tokenizer, TrainingStats
 from bpe.modes import TrainingMode, get_mode, mode_names
 from bpe.patterns import compile_pattern
 from bpe.pretokenize import KEEPS, PreTokenizer, SplitStep
+from bpe.rules import ImportedRule, get_rule, rule_names
 
 FORMAT_NAME = "bpe-workbench.tokenizer"
 FORMAT_VERSION = 1
@@ -258,8 +259,10 @@ def _check_training(raw: Any, merge_count: int, fail: _Fail) -> TrainingStats | 
 # ----- imported tokenisers -------------------------------------------------------------------
 def _imported_from_dict(data: dict[str, Any], mode: TrainingMode, fail: _Fail) -> Tokenizer:
     rule = data.get("rule")
-    if rule not in ("tiktoken", "hf"):
-        raise fail(f'an imported tokeniser\'s rule must be "tiktoken" or "hf", not {rule!r}')
+    imported_rules = [name for name in rule_names() if isinstance(get_rule(name), ImportedRule)]
+    if rule not in imported_rules:
+        names = " or ".join(f'"{name}"' for name in imported_rules)
+        raise fail(f"an imported tokeniser's rule must be {names}, not {rule!r}")
     if not mode.byte_level:
         byte_level = [name for name in mode_names() if get_mode(name).byte_level]
         raise fail(f"imported tokenisers are byte-level: mode must be {' or '.join(byte_level)}")
