@@ -161,7 +161,7 @@ class CharacterEncoder(dict[str, tuple[int, ...]]):
 def _encode_by_passes(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
     """The rescanning rule for short sequences: the ranks of all pairs kept in a list (min and
     index run in C), the leftmost lowest merged, and only its two new neighbour pairs looked up.
-    Merging the leftmost occurrence one at a time is the seed's left-to-right pass: the pairs a
+    Merging the leftmost occurrence one at a time is the rule's left-to-right pass: the pairs a
     merge makes rank later, and an overlapping occurrence ("aaa") is gone once its left is."""
     get = ranks.get
     found = list(map(get, itertools.pairwise(ids), itertools.repeat(_NO_RANK)))

@@ -20,7 +20,7 @@ Where tiktoken can differ from us, by design (docs/exports.md has the measured r
 - Ids that repeat an earlier id's bytes cannot be ranks (one rank per byte string): the export
   keeps the earliest, as the HF export does (`bpe.export_common.canonical_ids`).
 - Naive mode has no split pattern, so the export uses `[\\s\\S]+`, one piece per text between
-  special tokens. tiktoken's merge loop is quadratic in a piece's length (tiktoken issue 195),
+  special tokens. tiktoken's merge loop is quadratic in a piece's length,
   so long naive texts encode slowly there.
 """
 

@@ -1,11 +1,12 @@
 """Watching an encoding happen: encode with only the first k merges, find which chunk and tokens
 each part of a text became, and replay one chunk's encoding step by step.
 
-Everything follows seed 002's rule, as `Tokenizer.encode` does: repeatedly apply the learned
-pair of lowest rank present, everywhere, left to right. Ranks only grow along the way (a merge
-always makes an id later than its parts), so encoding with the first k merges is the full
-encoding stopped before its first step of rank k or later, and it equals what a tokeniser
-trained to a vocabulary of base + k would give: greedy training learns the same first k merges.
+Everything follows our merge rule (`bpe.reference.encode_reference`), as `Tokenizer.encode` does:
+repeatedly apply the learned pair of lowest rank present, everywhere, left to right. Ranks only grow
+along the way (a merge always makes an id later than its parts), so encoding with the first k merges
+is the full encoding stopped before its first step of rank k or later, and it equals what a
+tokeniser trained to a vocabulary of base + k would give: greedy training learns the same first k
+merges.
 
 The functions take a `bpe.Tokenizer` and use only its public parts (`merges`, `ranks`, `vocab`,
 `alphabet`, `pattern`, `special_tokens`), so they hold for any id layout: the byte ids are read
@@ -125,7 +126,7 @@ def _unmerger(tok: Tokenizer, merge_limit: int) -> Callable[[list[int]], list[in
     encoding: every token made by merge k or later is split back into its two parts, until
     each part is a base symbol or was made by an earlier merge.
 
-    Exact for seed 002's rule: its steps come in rising rank (a merge's parts are older ids, so
+    Exact for our merge rule: its steps come in rising rank (a merge's parts are older ids, so
     a pair it makes ranks later), so the state after the steps of rank < k is the encoding with
     k merges, and the later steps only join its tokens, each by its own merge.
     """
@@ -211,7 +212,7 @@ def encode_with_merges(
 
 
 def apply_merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace every occurrence of `pair`, left to right (seed 000's `merge_pair`).
+    """Replace every occurrence of `pair`, left to right (as `bpe.reference.merge_pair`).
 
     >>> apply_merge([97, 97, 97, 97], (97, 97), 256)
     [256, 256]
@@ -261,7 +262,8 @@ def _chunk_spans(tok: Tokenizer, text: str, start: int, end: int) -> list[tuple[
 # ----- one chunk, step by step ---------------------------------------------------------------
 @dataclass(frozen=True)
 class Step:
-    """One round of seed 002's loop: the learned pairs present (pair -> rank, lowest first), the
+    """One round of the merge rule's loop (`bpe.reference.encode_reference`): the learned pairs
+    present (pair -> rank, lowest first), the
     one applied, where (indices into `before`), and the tokens after it."""
 
     before: list[int]

@@ -1,16 +1,16 @@
 """The fast path: hand byte-level encoding to tiktoken when it is installed and gives our ids.
 
 tiktoken knows no merge list: inside a piece it joins the adjacent pair whose joined bytes rank
-lowest, and a piece that is a token is that token at once. Ranked by our ids, that gives
-exactly seed 002's ids for every text when every merged token `t` encodes, alone, to `[t]` by
-our rule (then no two ids share bytes either). Why: take a state both rules have reached, where
-our lowest learned pair present is `k`. tiktoken joins a pair `(x, y)` whose bytes are some
-token `t <= k`. The span of `x y` has had token boundaries at both ends, so no merge crossed
-them and it evolved as `bytes(t)` alone does, up to `k`; if `(x, y)` were not `t`'s own merge
-(not learned at all: ids have distinct bytes), `bytes(t)` alone would stop at `[x, y]`, not
-`[t]`. So tiktoken joins `t`'s learned pair, `t = k` (no learned pair below `k` is present),
-at the leftmost place, which is where our left-to-right pass merges next; joins it makes rank
-above `k` by the same argument. A piece that is a token `t` is `[t]` under both rules.
+lowest, and a piece that is a token is that token at once. Ranked by our ids, that gives exactly our
+rule's ids (`bpe.reference.encode_reference`) for every text when every merged token `t` encodes,
+alone, to `[t]` by our rule (then no two ids share bytes either). Why: take a state both rules have
+reached, where our lowest learned pair present is `k`. tiktoken joins a pair `(x, y)` whose bytes
+are some token `t <= k`. The span of `x y` has had token boundaries at both ends, so no merge
+crossed them and it evolved as `bytes(t)` alone does, up to `k`; if `(x, y)` were not `t`'s own
+merge (not learned at all: ids have distinct bytes), `bytes(t)` alone would stop at `[x, y]`, not
+`[t]`. So tiktoken joins `t`'s learned pair, `t = k` (no learned pair below `k` is present), at the
+leftmost place, which is where our left-to-right pass merges next; joins it makes rank above `k` by
+the same argument. A piece that is a token `t` is `[t]` under both rules.
 
 `self_encoding_merges` checks the condition in one walk per merge (`crosses_before`), and the
 pieces must be the same: naive text is one piece; chunked text uses our own split regex, which
@@ -45,7 +45,7 @@ TRUSTED_PATTERNS = (GPT4_PATTERN, GPT2_PATTERN, NAIVE_PATTERN)
 
 
 def self_encoding_merges(merges: list[tuple[int, int, int]]) -> bool:
-    """True if every merged token's bytes encode, alone, to that token by seed 002's rule.
+    """True if every merged token's bytes encode, alone, to that token by our rule.
 
     A merge `(l, r) -> t` gives `[t]` from `t`'s bytes exactly when `l` and `r` do alone and
     no merge below `t` joins the end of `l`'s bytes to the start of `r`'s while they evolve.

@@ -1,7 +1,7 @@
 """What every trainer takes and gives back: the records of a run and its link to the outside.
 
 A trainer's only contact with the world is a progress callback and a stop check, so the same
-engine runs in a test, on the command line and in a web job.
+trainer runs in a test, on the command line and in a web job.
 """
 
 from __future__ import annotations
