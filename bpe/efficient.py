@@ -591,7 +591,7 @@ def _byte_layout(ordered: list[Sequence[int]], tick: Callable[[], None]) -> byte
         part = ordered[start:stop]
         if not all(map(isinstance, part, repeat(bytes))):
             return None
-        joined = b"\xff".join(part)  # type: ignore[arg-type]
+        joined = b"\xff".join(part)  # type: ignore[arg-type]  # each part is bytes, checked above
         barriers = 0
         # A naive corpus is one sequence: copied and checked a piece at a time.
         for at in range(0, len(joined), _COPY_BYTES):

@@ -17,8 +17,7 @@ class MergeRecord(NamedTuple):
     left: int
     right: int
     new_id: int
-    # `count` shadows tuple.count (mypy: [assignment]); it is the saved and public field name.
-    count: int  # type: ignore[assignment]
+    count: int  # type: ignore[assignment]  # shadows tuple.count; the saved, public field name
     tokens_after: int
 
 
