@@ -85,7 +85,7 @@ def encode_chunks(
     >>> [c.ids for c in encode_chunks(tok, "abaaab", merge_limit=2)]
     [[97, 98, 257, 98]]
     """
-    if tok.rule != "merges":
+    if tok.rule_object.imported:
         return _imported_chunks(tok, text, allowed_special, merge_limit)
     if merge_limit is not None and merge_limit < 0:
         first_merges(tok, merge_limit)  # refuses it, saying why
@@ -362,9 +362,7 @@ def whole_piece_token(tok: Tokenizer, piece: bytes, merge_limit: int | None = No
     token = tok.mergeable_ranks.get(piece)
     if token is None:
         return None
-    if tok.rule == "tiktoken":
-        return token if not limited or token < tok.merges[max(merge_limit or 0, 0)][2] else None
-    return token if tok.ignore_merges and not limited else None
+    return tok.rule_object.whole_piece_token(tok, token, merge_limit if limited else None)
 
 
 def replay_joins(
@@ -382,22 +380,7 @@ def replay_joins(
     The whole-piece lookup (`whole_piece_token`) comes before this, not in it."""
     count = len(tok.merges)
     limit = count if merge_limit is None else max(0, min(merge_limit, count))
-    if tok.rule == "tiktoken":
-        ranks = tok.mergeable_ranks
-        bound = tok.merges[limit][2] if limit < count else None
-        bytes_of = tok.token_bytes
-
-        def join(pair: tuple[int, int]) -> tuple[int, int] | None:
-            token = ranks.get(bytes_of(pair[0]) + bytes_of(pair[1]))
-            if token is None or (bound is not None and token >= bound):
-                return None
-            return token, token  # (rank, new id): in tiktoken files the id is the rank
-    else:
-        merges = _hf_merge_map(tok, limit)
-
-        def join(pair: tuple[int, int]) -> tuple[int, int] | None:
-            return merges.get(pair)
-
+    join = tok.rule_object.join_lookup(tok, limit)
     steps: list[Step] = []
     ids = list(symbols)
     while len(ids) >= 2 and (max_steps is None or len(steps) < max_steps):
@@ -430,21 +413,3 @@ def replay_joins(
 
 def _by_rank(item: tuple[tuple[int, int], tuple[int, int]]) -> int:
     return item[1][0]
-
-
-_hf_maps: weakref.WeakKeyDictionary[
-    Tokenizer, tuple[int, dict[tuple[int, int], tuple[int, int]]]
-] = weakref.WeakKeyDictionary()
-
-
-def _hf_merge_map(tok: Tokenizer, limit: int) -> dict[tuple[int, int], tuple[int, int]]:
-    """(left, right) -> (rank, new id) of the first `limit` merges, built as `tokenizers` builds
-    its map (a pair listed twice keeps its later rank); the last one asked for is kept."""
-    last = _hf_maps.get(tok)
-    if last is not None and last[0] == limit:
-        return last[1]
-    table = {
-        (left, right): (rank, new) for rank, (left, right, new) in enumerate(tok.merges[:limit])
-    }
-    _hf_maps[tok] = (limit, table)
-    return table

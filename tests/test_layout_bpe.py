@@ -47,7 +47,9 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
 
 def dependencies(name: str, path: Path, known: set[str]) -> set[str]:
     """The bpe modules `name` imports. `from bpe import rank_rule` depends on `bpe.rank_rule`,
-    not on the package's `__init__`; the parent packages Python runs first are not counted."""
+    not on the package's `__init__`. Importing `bpe.rules.base` runs `bpe.rules` first, so that
+    package counts too, unless it is one of `name`'s own (a module of a package may import its
+    siblings: the package has begun to run already)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
@@ -65,8 +67,11 @@ def dependencies(name: str, path: Path, known: set[str]) -> set[str]:
         if len(submodules) < len(node.names):
             found.add(base)
         found.update(submodules)
-    found.discard(name)
-    return found
+    own = {name.rsplit(".", depth)[0] for depth in range(name.count(".") + 1)}
+    for module in list(found):
+        parts = module.split(".")
+        found.update(".".join(parts[:n]) for n in range(1, len(parts)))
+    return (found & known) - own
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -108,6 +113,8 @@ def test_the_graph_is_read_from_every_kind_of_import():
     assert "bpe.rank_rule" in graph["bpe.rules.tiktoken_ranks"]  # `from bpe import rank_rule`
     assert "bpe.efficient" in graph["bpe.training"]  # imported inside a function
     assert "bpe.model" not in graph["bpe.batch"]  # named under TYPE_CHECKING only
+    assert "bpe.modes" in graph["bpe.rules.base"]  # the package runs before bpe.modes.base
+    assert "bpe.modes" not in graph["bpe.modes.naive"]  # its own package
 
 
 def test_a_cycle_is_found_where_there_is_one():

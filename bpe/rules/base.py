@@ -8,6 +8,7 @@ live on the `Tokenizer` it is handed (docs/algorithms.md, "Encoding").
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Literal
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from bpe.model import Engine, Tokenizer
 
 BytesEncoder = Callable[[bytes], list[int]]  # one piece's UTF-8 bytes -> its ids
+# (left_id, right_id) -> (rank, new id) of the join it makes, None if it makes none
+JoinLookup = Callable[[tuple[int, int]], tuple[int, int] | None]
 
 
 class EncodingRule:
@@ -24,6 +27,7 @@ class EncodingRule:
     `bpe.rules.register_rule`."""
 
     name: str = ""  # what `Tokenizer.rule` and the tokeniser file's "rule" key hold
+    imported: bool = False  # the rule of tokenisers imported from another library's file
 
     def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
         """The ids of text holding no special token."""
@@ -43,10 +47,24 @@ class EncodingRule:
         """`tok.encode(text)` with only the first `merge_limit` merges (fewer than all)."""
         raise NotImplementedError
 
+    # ----- the replay of one piece, a join at a time (`bpe.stepwise.replay_joins`) -----------
+    def whole_piece_token(self, tok: Tokenizer, token: int, merge_limit: int | None) -> int | None:
+        """`token` if a piece whose bytes are that token is taken whole before any join (with
+        `merge_limit` merges only, when not None), else None: with `ignore_merges` and all the
+        merges only, as `tokenizers` does."""
+        return token if tok.ignore_merges and merge_limit is None else None
+
+    def join_lookup(self, tok: Tokenizer, limit: int) -> JoinLookup:
+        """The join a pair makes under the first `limit` merges: by the pair's place in the
+        merge list (as `tokenizers` ranks them)."""
+        return _merge_order(tok, limit).get
+
 
 class ImportedRule(EncodingRule):
     """A rule of tokenisers imported from a file: pieces from the file's own pre-tokenisation
     (`Tokenizer.pieces`), each encoded once and cached; subclasses encode one piece's bytes."""
+
+    imported = True
 
     def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
         out: list[int] = []
@@ -92,3 +110,22 @@ class ImportedRule(EncodingRule):
             for piece in tok.pieces(segment):
                 out.extend(encode(piece.encode("utf-8")))
         return out
+
+
+# The last merge-order table asked for, per tokeniser: one each, freed with the tokeniser.
+_merge_orders: weakref.WeakKeyDictionary[
+    Tokenizer, tuple[int, dict[tuple[int, int], tuple[int, int]]]
+] = weakref.WeakKeyDictionary()
+
+
+def _merge_order(tok: Tokenizer, limit: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """(left, right) -> (rank, new id) of the first `limit` merges, built as `tokenizers` builds
+    its map (a pair listed twice keeps its later rank); the last one asked for is kept."""
+    last = _merge_orders.get(tok)
+    if last is not None and last[0] == limit:
+        return last[1]
+    table = {
+        (left, right): (rank, new) for rank, (left, right, new) in enumerate(tok.merges[:limit])
+    }
+    _merge_orders[tok] = (limit, table)
+    return table
