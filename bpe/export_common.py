@@ -22,9 +22,11 @@ class ExportError(ValueError):
 
 
 def check_exportable(tok: Tokenizer, *, target: ExportTarget) -> None:
-    """Refuse what the target cannot express: exports cover the byte-level modes, and of the
-    imported tokenisers only tiktoken's, to tiktoken (their ranks are their ids)."""
-    if tok.mode not in ("naive", "chunked"):
+    """Refuse what the target cannot express: exports cover the byte-level modes whose pieces
+    one regex can cut (`TrainingMode.split_pattern`), and of the imported tokenisers only
+    tiktoken's, to tiktoken (their ranks are their ids)."""
+    mode = tok.mode_object
+    if not mode.byte_level or mode.split_pattern(tok.pattern) is None:
         raise ExportError(
             f"cannot export a {tok.mode!r} tokeniser to {TARGET_NAMES[target]}: exports cover "
             "the byte-level modes only (naive, chunked); retrain with --mode chunked or naive"

@@ -61,7 +61,7 @@ RANKS_SUFFIX = ".tiktoken"
 def tiktoken_pattern(tok: Tokenizer) -> str:
     """The `pat_str` to give tiktoken: our split regex, or `NAIVE_PATTERN` in naive mode."""
     check_exportable(tok, target="tiktoken")
-    return NAIVE_PATTERN if tok.mode == "naive" else tok.pattern or ""
+    return tok.mode_object.split_pattern(tok.pattern) or ""
 
 
 def mergeable_ranks(tok: Tokenizer) -> dict[bytes, int]:

@@ -9,6 +9,9 @@ import pytest
 
 import bpe
 from bpe import modes
+from bpe.export_common import ExportError
+from bpe.export_hf import to_hf_json
+from bpe.export_tiktoken import to_tiktoken_encoding
 from bpe.formats import dumps, loads
 from bpe.modes import ByteLevelMode
 from bpe.reference import encode_reference
@@ -31,9 +34,26 @@ class LinesMode(ByteLevelMode):
         return iter(text.splitlines(keepends=True))
 
 
+class SaidLinesMode(LinesMode):
+    """The same mode, able to say its split as a regex (so the exports can carry it)."""
+
+    name = "said-lines"
+
+    def split_pattern(self, pattern: str | None) -> str | None:
+        return r"[^\n]*\n|[^\n]+"
+
+
 @pytest.fixture
 def lines_mode() -> Iterator[LinesMode]:
     mode = LinesMode()
+    modes.register_mode(mode)
+    yield mode
+    modes.unregister_mode(mode.name)
+
+
+@pytest.fixture
+def said_lines_mode() -> Iterator[SaidLinesMode]:
+    mode = SaidLinesMode()
     modes.register_mode(mode)
     yield mode
     modes.unregister_mode(mode.name)
@@ -90,3 +110,24 @@ def test_every_built_in_mode_says_what_the_train_form_shows(name):
     mode = modes.get_mode(name)
     assert mode.name == name and mode.label and mode.description
     assert mode.byte_level == (name != "words")
+
+
+def test_a_mode_that_cannot_say_its_split_is_refused_by_the_exports(lines_mode):
+    tok = bpe.train(TEXT, vocab_size=280, mode="lines")
+    for export in (to_hf_json, to_tiktoken_encoding):
+        with pytest.raises(ExportError, match="cannot export a 'lines' tokeniser"):
+            export(tok)
+    assert tok.fast_path is None
+
+
+def test_a_mode_that_says_its_split_exports_with_it(said_lines_mode):
+    tiktoken = pytest.importorskip("tiktoken")
+    tok = bpe.train(TEXT, vocab_size=280, mode="said-lines")
+    text = "the cat sat\non the mat, not a line we saw\nno cat"
+    encoding = to_tiktoken_encoding(tok)
+    assert isinstance(encoding, tiktoken.Encoding)
+    assert encoding.encode_ordinary(text) == tok.encode(text)
+    hf = pytest.importorskip("tokenizers").Tokenizer.from_str(to_hf_json(tok))
+    assert hf.encode(text).ids == tok.encode(text)
+    # Not one of the patterns known to split alike in tiktoken's engine: no fast path.
+    assert tok.fast_path is None
