@@ -2,7 +2,7 @@
 
 The library depends on nothing but the `regex` module; it knows nothing of the web app.
 
-Where things live, lowest first (a module imports only from the rows above it; the import
+Where things live, lowest first (a module imports from its own row and those above it; the import
 graph has no cycle, tests/test_layout_bpe.py):
 - algorithms on plain ids and bytes: `patterns` (split regexes), `reference` (the literal
   trainer and encoder, the oracles), `encoder`, `cuts`, `stitch` (fast encoding by our rule),
