@@ -95,6 +95,11 @@ def encode_reference(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[
     [97, 98, 258]
     >>> encode_reference(list(b"aaaa"), {(97, 97): 256})
     [256, 256]
+
+    Where two learned pairs overlap, the lower id wins, wherever it stands:
+
+    >>> encode_reference(list(b"abc"), {(97, 98): 257, (98, 99): 256})
+    [97, 256]
     """
     get = ranks.get
     while len(ids) >= 2:
