@@ -10,14 +10,15 @@ To add a mode, write one module and register it:
    `TrainingMode` (your own alphabet, as words), with `name`, `label`, `description` and at
    least `split(text, pattern)`; override `encode_ordinary`, `training_input` or `spans` only
    where the defaults (every piece through the chunk cache, pieces counted, pieces found in
-   order) are too slow or do not fit.
+   order) are too slow or do not fit, and `split_pattern` if one regex cuts the same pieces
+   (then the exports can carry the mode). tests/test_modes.py holds such a mode: "lines".
 2. Call `register_mode(YourMode())`: for a built-in mode at the bottom of this file, for a mode
    of your own before its first use. `bpe.train(text, mode=name, ...)`, `Tokenizer(mode=name)`,
    `bpe.formats` and the scrubber then take it like any other.
 
-What may be imported from here: `bpe.modes.base`, `bpe.modes.byte_symbols` and the mode modules
-import nothing of `bpe` above the encoder, patterns and cut tables (never `bpe.model`, the
-trainer or the formats, which all build on this package).
+What the modules here may import: of `bpe`, only the algorithms on plain ids and text (the
+encoder, the split patterns). Never `bpe.model`, the trainer or the formats, which all build on
+this package; they hand a mode the tokeniser (or the trainer's `Splitter`) as an argument.
 """
 
 from __future__ import annotations
