@@ -35,7 +35,7 @@ def encode_batch(
     """The ids of each text, as `tok.encode` gives them, in order."""
     workers = max(1, workers or os.cpu_count() or 1)
     specials = tok._allowed_specials(allowed_special)
-    if engine == "auto" and not specials and tok.rule == "merges":
+    if engine == "auto" and not specials and not tok.rule_object.imported:
         fast = tok.fast_path
         if fast is not None:
             found = fast.encode_batch(texts, workers)

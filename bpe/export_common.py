@@ -31,7 +31,7 @@ def check_exportable(tok: Tokenizer, *, target: ExportTarget) -> None:
             f"cannot export a {tok.mode!r} tokeniser to {TARGET_NAMES[target]}: exports cover "
             "the byte-level modes only (naive, chunked); retrain with --mode chunked or naive"
         )
-    if tok.rule != "merges" and not (tok.rule == "tiktoken" and target == "tiktoken"):
+    if target not in tok.rule_object.export_targets:
         source = tok.source.filename if tok.source is not None else f"a {tok.rule} file"
         raise ExportError(
             f"this tokeniser was imported from {source} and encodes by {tok.rule}'s rule, which "

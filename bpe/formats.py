@@ -274,7 +274,7 @@ def _imported_from_dict(data: dict[str, Any], mode: TrainingMode, fail: _Fail) -
             compile_pattern(pattern)
         except ValueError as exc:
             raise fail(str(exc)) from None
-    elif mode.uses_pattern and rule == "tiktoken":
+    elif mode.uses_pattern and get_rule(rule).cuts_by_pattern:
         raise fail(f"a {mode.name} tiktoken import needs its split pattern")
     tokens = _check_tokens(data.get("tokens"), fail)
     specials = _check_imported_specials(data.get("special_tokens"), tokens, fail)

@@ -108,7 +108,7 @@ class TiktokenPath:
     def build(cls, tok: Tokenizer) -> TiktokenPath | None:
         """The fast path for this tokeniser, or None: tiktoken missing, words mode, an imported
         tokeniser, a custom pattern, or a merge list where tiktoken's rule can differ."""
-        if tok.rule != "merges" or not tok.mode_object.byte_level:
+        if tok.rule_object.imported or not tok.mode_object.byte_level:
             return None
         pattern = tok.mode_object.split_pattern(tok.pattern)
         if pattern is None or pattern not in TRUSTED_PATTERNS:

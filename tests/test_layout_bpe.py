@@ -125,3 +125,31 @@ def test_a_cycle_is_found_where_there_is_one():
 def test_the_library_has_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle in bpe/: " + " -> ".join(cycle or [])
+
+
+# The tokeniser and what it calls on ask the mode and rule objects (`bpe.modes`, `bpe.rules`).
+ASKS_THE_OBJECTS = ["model", "training", "stepwise", "tiktoken_path", "batch", "formats"]
+
+
+def _names_a_mode_or_rule(node: ast.expr) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+    return name in ("mode", "rule")
+
+
+def _is_text(node: ast.expr) -> bool:
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(map(_is_text, node.elts))
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def test_the_tokeniser_does_not_branch_on_mode_or_rule_names():
+    found = []
+    for name in ASKS_THE_OBJECTS:
+        path = LIBRARY / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            if any(map(_names_a_mode_or_rule, sides)) and any(map(_is_text, sides)):
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "ask tok.mode_object / tok.rule_object instead:\n" + "\n".join(found)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from bpe.modes.base import CHUNK_CACHE_LIMIT, PieceEncoder
 
@@ -28,6 +28,11 @@ class EncodingRule:
 
     name: str = ""  # what `Tokenizer.rule` and the tokeniser file's "rule" key hold
     imported: bool = False  # the rule of tokenisers imported from another library's file
+    # The exports (`bpe.export_common.ExportTarget`) whose files carry this rule exactly.
+    export_targets: ClassVar[frozenset[str]] = frozenset()
+    # Imported rules whose files cut text with a split pattern (tiktoken's `pat_str`) rather
+    # than a pre-tokenizer of their own (HF's): a chunked import needs that pattern.
+    cuts_by_pattern: bool = False
 
     def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
         """The ids of text holding no special token."""

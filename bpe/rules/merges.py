@@ -23,6 +23,8 @@ FAST_PATH_MIN_CHARS = 2_000
 
 class MergesRule(EncodingRule):
     name = "merges"
+    # Both exports carry our rule; where a peer could still differ, `bpe.export_common` warns.
+    export_targets = frozenset({"hf", "tiktoken"})
 
     def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
         if engine == "auto" and len(text) >= FAST_PATH_MIN_CHARS:

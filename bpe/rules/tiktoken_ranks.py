@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 class TiktokenRule(ImportedRule):
     name = "tiktoken"
+    export_targets = frozenset({"tiktoken"})  # its ranks are its ids
+    cuts_by_pattern = True
 
     def encode_new_piece(self, tok: Tokenizer, data: bytes) -> list[int]:
         return rank_rule.encode_piece(data, tok.mergeable_ranks)
