@@ -19,7 +19,6 @@ from bpe.model import MODES, Tokenizer
 from bpe.training import DEFAULT_TRAINER, TRAINERS, train
 from bpe.training_types import Progress
 
-EXIT_USAGE = 2
 EXIT_FAILURE = 1
 
 

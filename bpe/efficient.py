@@ -1,15 +1,15 @@
-"""The efficient trainer: seed 004's incremental algorithm, record for record the reference's
-output.
+"""The efficient trainer: the incremental algorithm of docs/algorithms.md ("Efficient training"),
+record for record the reference's output.
 
 What it adds over `bpe.reference`: instead of recounting every pair after every merge, it keeps
 the pair counts live and touches only the places a merge changes.
 
-- All sequences are laid end to end, with a barrier between them, so one engine serves every
-  mode. Sequences weighing more than 1 come first and keep a weight per position; the rest
+- All sequences are laid end to end, with a barrier between them, so one merge loop serves
+  every mode. Sequences weighing more than 1 come first and keep a weight per position; the rest
   (most of them, in natural text) need no weight look-up at all.
 - `tok[p]` is the id of the token that starts at position p (DEAD inside a merged token,
   BARRIER between sequences); `nxt`/`prv` link each live token to its neighbours, so checking
-  an occurrence and finding its neighbours is O(1) (seed 004's segment-status array, as links).
+  an occurrence and finding its neighbours is O(1) (a segment-status array, as links).
 - `counts` holds the live weighted count of every tracked pair, `positions` where each starts
   (ascending; stale entries are skipped when read and compacted away once they dominate).
 - A lazy max-heap holds (count, pair) entries; counts only fall after a pair is pushed, so an
@@ -17,7 +17,7 @@ the pair counts live and touches only the places a merge changes.
 - A merge's hot loop only relinks tokens and notes the neighbours; the counts then change once
   per distinct neighbour, in bulk (`_Corpus._recount`).
 - Overlaps: `a a a` holds (a, a) twice, and a merge of (a, a) walks its positions in order so it
-  cuts runs left to right, as `reference.merge_pair` does (seed 004 prefers right to left).
+  cuts runs left to right, as `reference.merge_pair` does (not right to left).
 """
 
 from __future__ import annotations
@@ -591,7 +591,7 @@ def _byte_layout(ordered: list[Sequence[int]], tick: Callable[[], None]) -> byte
         part = ordered[start:stop]
         if not all(map(isinstance, part, repeat(bytes))):
             return None
-        joined = b"\xff".join(part)  # type: ignore[arg-type]
+        joined = b"\xff".join(part)  # type: ignore[arg-type]  # each part is bytes, checked above
         barriers = 0
         # A naive corpus is one sequence: copied and checked a piece at a time.
         for at in range(0, len(joined), _COPY_BYTES):

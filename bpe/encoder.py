@@ -1,11 +1,13 @@
-"""Encoding by seed 002's rule: repeatedly apply the learned pair with the lowest id, everywhere.
+"""Encoding by our own rule, fast: repeatedly apply the learned pair with the lowest id, everywhere.
 
-A merge (left, right) -> new_id always has left, right < new_id, so applying merge k can only
-create pairs of rank greater than k. That lets ranks be taken from a heap in increasing order,
-each applied at its candidate positions from left to right (the left-to-right scan of
+`bpe.reference.encode_reference` is the rule written literally (rescanning after every merge);
+everything here gives exactly its ids (docs/algorithms.md, "Encoding"). A merge
+(left, right) -> new_id always has left, right < new_id, so applying merge k can only create
+pairs of rank greater than k. That lets ranks be taken from a heap in increasing order, each
+applied at its candidate positions from left to right (the left-to-right scan of
 `merge_pair`), which reproduces the rule exactly in O(n log n) instead of the O(n * merges) of
-rescanning. Short sequences, the usual
-case for chunks, use the plain rescanning loop, which is faster when n is small.
+rescanning. Short sequences, the usual case for chunks, use a rescanning loop with the pairs'
+ranks kept in a list, which is faster when n is small.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable
 from typing import TypeVar
+
+from bpe.reference import encode_reference
 
 _T = TypeVar("_T")
 
@@ -157,7 +161,7 @@ class CharacterEncoder(dict[str, tuple[int, ...]]):
 def _encode_by_passes(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
     """The rescanning rule for short sequences: the ranks of all pairs kept in a list (min and
     index run in C), the leftmost lowest merged, and only its two new neighbour pairs looked up.
-    Merging the leftmost occurrence one at a time is the seed's left-to-right pass: the pairs a
+    Merging the leftmost occurrence one at a time is the rule's left-to-right pass: the pairs a
     merge makes rank later, and an overlapping occurrence ("aaa") is gone once its left is."""
     get = ranks.get
     found = list(map(get, itertools.pairwise(ids), itertools.repeat(_NO_RANK)))
@@ -175,28 +179,8 @@ def _encode_by_passes(ids: list[int], ranks: dict[tuple[int, int], int]) -> list
     return ids
 
 
-def _encode_by_rescanning(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
-    get = ranks.get
-    while len(ids) >= 2:
-        best_rank = None
-        for pair in itertools.pairwise(ids):
-            rank = get(pair)
-            if rank is not None and (best_rank is None or rank < best_rank):
-                best_rank = rank
-        if best_rank is None:
-            break
-        merged: list[int] = []
-        i = 0
-        n = len(ids)
-        while i < n:
-            if i + 1 < n and get((ids[i], ids[i + 1])) == best_rank:
-                merged.append(best_rank)
-                i += 2
-            else:
-                merged.append(ids[i])
-                i += 1
-        ids = merged
-    return ids
+# The literal rule lives with the reference trainer; the old name stays for callers of it.
+_encode_by_rescanning = encode_reference
 
 
 def _encode_with_heap(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:

@@ -22,14 +22,16 @@ class ExportError(ValueError):
 
 
 def check_exportable(tok: Tokenizer, *, target: ExportTarget) -> None:
-    """Refuse what the target cannot express: exports cover the byte-level modes, and of the
-    imported tokenisers only tiktoken's, to tiktoken (their ranks are their ids)."""
-    if tok.mode not in ("naive", "chunked"):
+    """Refuse what the target cannot express: exports cover the byte-level modes whose pieces
+    one regex can cut (`TrainingMode.split_pattern`), and of the imported tokenisers only
+    tiktoken's, to tiktoken (their ranks are their ids)."""
+    mode = tok.mode_object
+    if not mode.byte_level or mode.split_pattern(tok.pattern) is None:
         raise ExportError(
             f"cannot export a {tok.mode!r} tokeniser to {TARGET_NAMES[target]}: exports cover "
             "the byte-level modes only (naive, chunked); retrain with --mode chunked or naive"
         )
-    if tok.rule != "merges" and not (tok.rule == "tiktoken" and target == "tiktoken"):
+    if target not in tok.rule_object.export_targets:
         source = tok.source.filename if tok.source is not None else f"a {tok.rule} file"
         raise ExportError(
             f"this tokeniser was imported from {source} and encodes by {tok.rule}'s rule, which "

@@ -53,11 +53,12 @@ from bpe.export_common import (
     special_token_clashes,
 )
 from bpe.model import Tokenizer
+from bpe.patterns import NAIVE_PATTERN
 
-# Names kept importable from here, where they lived before bpe.export_common existed.
+# The shared names the HF export's callers (tests/test_exports.py, benchmarks/export_agreement.py)
+# import from here, with the export's own.
 __all__ = [
     "ExportError",
-    "byte_level_string",
     "bytes_to_unicode",
     "canonical_ids",
     "duplicate_tokens",
@@ -136,11 +137,13 @@ def write_hf(tok: Tokenizer, out_path: str | os.PathLike[str], *, strict: bool =
 
 def _pre_tokenizer(tok: Tokenizer) -> dict[str, Any]:
     byte_level = _byte_level()
-    if tok.mode == "naive":
-        return byte_level
+    mode = tok.mode_object
+    pattern = mode.split_pattern(tok.pattern)
+    if pattern == NAIVE_PATTERN and not mode.uses_pattern:
+        return byte_level  # the whole text is one piece: nothing to split (naive mode)
     split = {
         "type": "Split",
-        "pattern": {"Regex": tok.pattern},
+        "pattern": {"Regex": pattern},
         "behavior": "Removed",
         "invert": True,
     }

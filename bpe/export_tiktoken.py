@@ -20,7 +20,7 @@ Where tiktoken can differ from us, by design (docs/exports.md has the measured r
 - Ids that repeat an earlier id's bytes cannot be ranks (one rank per byte string): the export
   keeps the earliest, as the HF export does (`bpe.export_common.canonical_ids`).
 - Naive mode has no split pattern, so the export uses `[\\s\\S]+`, one piece per text between
-  special tokens. tiktoken's merge loop is quadratic in a piece's length (tiktoken issue 195),
+  special tokens. tiktoken's merge loop is quadratic in a piece's length,
   so long naive texts encode slowly there.
 """
 
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from bpe import rank_rule
 from bpe.export_common import ExportError, check_exportable, distinct_ranks, rank_rule_conflicts
 from bpe.model import Tokenizer
+from bpe.patterns import NAIVE_PATTERN
 
 __all__ = [
     "NAIVE_PATTERN",
@@ -52,8 +53,6 @@ __all__ = [
 if TYPE_CHECKING:  # tiktoken is optional; only the Encoding builders import it
     import tiktoken
 
-# Naive tokenisers never split: one piece is the whole text between special tokens.
-NAIVE_PATTERN = r"[\s\S]+"
 SIDECAR_FORMAT = "bpe-workbench.tiktoken"
 SIDECAR_VERSION = 1
 RANKS_SUFFIX = ".tiktoken"
@@ -62,7 +61,7 @@ RANKS_SUFFIX = ".tiktoken"
 def tiktoken_pattern(tok: Tokenizer) -> str:
     """The `pat_str` to give tiktoken: our split regex, or `NAIVE_PATTERN` in naive mode."""
     check_exportable(tok, target="tiktoken")
-    return NAIVE_PATTERN if tok.mode == "naive" else tok.pattern or ""
+    return tok.mode_object.split_pattern(tok.pattern) or ""
 
 
 def mergeable_ranks(tok: Tokenizer) -> dict[bytes, int]:

@@ -28,19 +28,13 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from bpe.model import (
-    END_OF_WORD,
-    MODES,
-    UNKNOWN,
-    ImportSource,
-    Mode,
-    Tokenizer,
-    TrainingStats,
-)
+from bpe.model import ImportSource, Mode, Tokenizer, TrainingStats
+from bpe.modes import TrainingMode, get_mode, mode_names
 from bpe.patterns import compile_pattern
 from bpe.pretokenize import KEEPS, PreTokenizer, SplitStep
+from bpe.rules import ImportedRule, get_rule, rule_names
 
 FORMAT_NAME = "bpe-workbench.tokenizer"
 FORMAT_VERSION = 1
@@ -148,16 +142,18 @@ def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
         raise fail(f'not a BPE Workbench tokeniser (no "format": "{FORMAT_NAME}")')
     if data.get("version") != FORMAT_VERSION:
         raise fail(f"unsupported version {data.get('version')!r}; this library reads version 1")
+    names = mode_names()
     mode = data.get("mode")
-    if mode not in MODES:
-        raise fail(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode not in names:
+        raise fail(f"mode must be one of {', '.join(names)}, not {mode!r}")
+    training_mode = get_mode(mode)
     if "rule" in data or "tokens" in data:
-        return _imported_from_dict(data, mode, fail)
+        return _imported_from_dict(data, training_mode, fail)
 
     pattern = data.get("pattern")
-    if mode == "chunked":
+    if training_mode.uses_pattern:
         if not isinstance(pattern, str) or not pattern:
-            raise fail("a chunked tokeniser needs its split pattern (a string)")
+            raise fail(f"a {mode} tokeniser needs its split pattern (a string)")
         try:
             compile_pattern(pattern)
         except ValueError as exc:
@@ -166,21 +162,19 @@ def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
         raise fail(f"pattern must be null in {mode} mode")
 
     alphabet = data.get("alphabet")
-    if mode == "words":
+    if training_mode.uses_alphabet:
         if not isinstance(alphabet, list) or not all(
             isinstance(c, str) and len(c) == 1 for c in alphabet
         ):
-            raise fail("a words tokeniser needs its alphabet (a list of single characters)")
+            raise fail(f"a {mode} tokeniser needs its alphabet (a list of single characters)")
         if len(set(alphabet)) != len(alphabet):
             raise fail("the alphabet repeats a character")
-        base = len(alphabet) + 1
-    else:
-        if alphabet is not None:
-            raise fail(f"alphabet must be null in {mode} mode")
-        base = 256
+    elif alphabet is not None:
+        raise fail(f"alphabet must be null in {mode} mode")
+    base = training_mode.base_size(len(alphabet or []))
 
     merges = _check_merges(data.get("merges"), base, fail)
-    specials = _check_specials(data.get("special_tokens"), base + len(merges), mode, fail)
+    specials = _check_specials(data.get("special_tokens"), base + len(merges), training_mode, fail)
     training = _check_training(data.get("training"), len(merges), fail)
     return Tokenizer(
         mode=mode,
@@ -218,7 +212,7 @@ def _check_merges(raw: Any, base: int, fail: _Fail) -> list[tuple[int, int, int]
     return merges
 
 
-def _check_specials(raw: Any, first_id: int, mode: str, fail: _Fail) -> dict[str, int]:
+def _check_specials(raw: Any, first_id: int, mode: TrainingMode, fail: _Fail) -> dict[str, int]:
     if not isinstance(raw, dict):
         raise fail("special_tokens must be an object {token: id}")
     specials: dict[str, int] = {}
@@ -231,10 +225,12 @@ def _check_specials(raw: Any, first_id: int, mode: str, fail: _Fail) -> dict[str
                 f" after the last merge, so it should be {first_id + i}"
             )
         specials[token] = token_id
-    if mode == "words" and UNKNOWN not in specials:
-        raise fail(f"a words tokeniser needs the {UNKNOWN!r} special token")
-    if END_OF_WORD in specials and mode == "words":
-        raise fail(f"{END_OF_WORD!r} cannot be a special token in words mode")
+    for required in mode.required_special_tokens:
+        if required not in specials:
+            raise fail(f"a {mode.name} tokeniser needs the {required!r} special token")
+    for reserved in mode.reserved_tokens:
+        if reserved in specials:
+            raise fail(f"{reserved!r} cannot be a special token in {mode.name} mode")
     return specials
 
 
@@ -261,12 +257,15 @@ def _check_training(raw: Any, merge_count: int, fail: _Fail) -> TrainingStats | 
 
 
 # ----- imported tokenisers -------------------------------------------------------------------
-def _imported_from_dict(data: dict[str, Any], mode: Mode, fail: _Fail) -> Tokenizer:
+def _imported_from_dict(data: dict[str, Any], mode: TrainingMode, fail: _Fail) -> Tokenizer:
     rule = data.get("rule")
-    if rule not in ("tiktoken", "hf"):
-        raise fail(f'an imported tokeniser\'s rule must be "tiktoken" or "hf", not {rule!r}')
-    if mode == "words":
-        raise fail("imported tokenisers are byte-level: mode must be naive or chunked")
+    imported_rules = [name for name in rule_names() if isinstance(get_rule(name), ImportedRule)]
+    if rule not in imported_rules:
+        names = " or ".join(f'"{name}"' for name in imported_rules)
+        raise fail(f"an imported tokeniser's rule must be {names}, not {rule!r}")
+    if not mode.byte_level:
+        byte_level = [name for name in mode_names() if get_mode(name).byte_level]
+        raise fail(f"imported tokenisers are byte-level: mode must be {' or '.join(byte_level)}")
     pattern = data.get("pattern")
     if pattern is not None:
         if not isinstance(pattern, str):
@@ -275,13 +274,13 @@ def _imported_from_dict(data: dict[str, Any], mode: Mode, fail: _Fail) -> Tokeni
             compile_pattern(pattern)
         except ValueError as exc:
             raise fail(str(exc)) from None
-    elif mode == "chunked" and rule == "tiktoken":
-        raise fail("a chunked tiktoken import needs its split pattern")
+    elif mode.uses_pattern and get_rule(rule).cuts_by_pattern:
+        raise fail(f"a {mode.name} tiktoken import needs its split pattern")
     tokens = _check_tokens(data.get("tokens"), fail)
     specials = _check_imported_specials(data.get("special_tokens"), tokens, fail)
     merges = _check_imported_merges(data.get("merges"), tokens, fail)
     return Tokenizer(
-        mode=mode,
+        mode=cast(Mode, mode.name),  # any registered mode's name, as `mode_names` checked
         merges=merges,
         special_tokens=specials,
         pattern=pattern,

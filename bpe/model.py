@@ -1,11 +1,12 @@
 """The tokeniser: merges in learned order plus special tokens; everything else is derived.
 
-Ids, by mode:
-- `naive` and `chunked`: ids 0..255 are the single bytes; merge k (0-based) gets id 256 + k.
-- `words`: ids 0..A-1 are the training text's distinct characters (the alphabet, sorted by code
-  point), id A is the end-of-word symbol `</w>`, merge k gets id A + 1 + k. Sorting the alphabet
-  by code point makes the tie rule (smallest (left_id, right_id)) deterministic and independent
-  of the order words were seen in.
+How ids are laid out and how text is cut and encoded depends on the tokeniser's mode
+(`bpe.modes`: naive, chunked, words) and its encode rule (`bpe.rules`: merges, tiktoken, hf);
+`Tokenizer` holds the state and asks those two objects, never branching on their names.
+- Byte-level modes (`naive`, `chunked`): ids 0..255 are the single bytes; merge k (0-based)
+  gets id 256 + k.
+- `words`: ids 0..A-1 are the training text's distinct characters (sorted by code point), id A
+  is the end-of-word symbol `</w>`, merge k gets id A + 1 + k (`bpe.modes.words`).
 - Special tokens take the ids right after the last merge, in the order given, so they are always
   the last ids of the vocabulary.
 
@@ -19,39 +20,41 @@ that needs "is this id a merge, which rank" asks `merge_rank(id)`, never `id - b
 
 from __future__ import annotations
 
-import functools
-import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
 import regex
 
-from bpe import hf_rule, rank_rule
+from bpe.batch import encode_batch
 from bpe.cuts import CutTable
-from bpe.encoder import CharacterEncoder, encode_ids, encode_joined, encode_pieces
-from bpe.patterns import compile_pattern, split_chunks
+from bpe.encoder import CharacterEncoder
+from bpe.modes import END_OF_WORD, UNKNOWN, TrainingMode, get_mode, mode_names
+from bpe.modes.base import PieceEncoder
 from bpe.pretokenize import PreTokenizer
+from bpe.rules import EncodingRule, get_rule
 from bpe.stitch import Stitcher, whole_tokens
 from bpe.tiktoken_path import TiktokenPath
 
-MODES = ("naive", "chunked", "words")
-Mode = Literal["naive", "chunked", "words"]
-RULES = ("merges", "tiktoken", "hf")
-# merges: seed 002 (our own); tiktoken: lowest rank of the joined bytes; hf: the file's merge order
+__all__ = [
+    "END_OF_WORD",
+    "MODES",
+    "UNKNOWN",
+    "EncodeRule",
+    "Engine",
+    "ImportSource",
+    "Mode",
+    "Tokenizer",
+    "TrainingStats",
+]
+
+MODES = mode_names()  # the built-in modes' names; `bpe.modes.mode_names()` adds registered ones
+Mode = Literal["naive", "chunked", "words"]  # the built-in modes (`bpe.modes` may register more)
+# merges: our own lowest-id-pair rule; tiktoken: lowest rank of the joined bytes; hf: the
+# file's merge order (`bpe.rules`)
 EncodeRule = Literal["merges", "tiktoken", "hf"]
 Engine = Literal["auto", "pure"]  # encode's choice: the tiktoken fast path where it applies, or not
-END_OF_WORD = "</w>"
-UNKNOWN = "<unk>"
-# Chunks are cached as encoded; past this many distinct chunks the cache starts over, which
-# bounds memory on adversarial input while keeping the hit rate high on natural text.
-_CHUNK_CACHE_LIMIT = 200_000
-# From this length on, `encode` tries the tiktoken fast path (building it costs ~0.1 s, once).
-_FAST_PATH_MIN_CHARS = 2_000
-# Above this many UTF-8 bytes per character, chunked text is cut as a whole (see _encode_ordinary).
-_MULTIBYTE_SHARE = 1.5
-_WORD = regex.compile(r"[^\s\x1c-\x1f\x85]+")  # what str.split() calls a word, found lazily
 
 
 @dataclass
@@ -95,6 +98,16 @@ class Tokenizer:
     def __post_init__(self) -> None:
         self._chunk_cache: dict[str, list[int]] = {}
 
+    @cached_property
+    def mode_object(self) -> TrainingMode:
+        """The registered mode named by `mode` (`bpe.modes`): how text is cut and encoded."""
+        return get_mode(self.mode)
+
+    @cached_property
+    def rule_object(self) -> EncodingRule:
+        """The registered rule named by `rule` (`bpe.rules`): how a piece's merges apply."""
+        return get_rule(self.rule)
+
     # ----- sizes and ids -------------------------------------------------------------------
     @property
     def imported(self) -> bool:
@@ -106,13 +119,11 @@ class Tokenizer:
         `</w>`; for our own tokenisers these are exactly the ids below `base_size`."""
         if self.tokens is not None:
             return len(self.tokens) - len(self._merge_ranks)
-        if self.mode == "words":
-            return len(self.alphabet or []) + 1
-        return 256
+        return self.mode_object.base_size(len(self.alphabet or []))
 
     @property
     def end_of_word_id(self) -> int | None:
-        return len(self.alphabet or []) if self.mode == "words" else None
+        return self.mode_object.end_of_word_id(self.alphabet)
 
     @property
     def vocab_size(self) -> int:
@@ -139,8 +150,8 @@ class Tokenizer:
 
     @cached_property
     def ranks(self) -> dict[tuple[int, int], int]:
-        """(left_id, right_id) -> new_id; the new id is also the merge's rank (seed 002's rule,
-        so meaningful for our own tokenisers only)."""
+        """(left_id, right_id) -> new_id; the new id is also the merge's rank (our own rule,
+        `bpe.rules.merges`, so meaningful for our own tokenisers only)."""
         return {(left, right): new for left, right, new in self.merges}
 
     @cached_property
@@ -202,13 +213,7 @@ class Tokenizer:
             for text, i in self.special_tokens.items():
                 table[i] = text.encode("utf-8")
             return table
-        if self.mode == "words":
-            for i, char in enumerate(self.alphabet or []):
-                table[i] = char.encode("utf-8")
-            table[self.base_size - 1] = b""
-        else:
-            for i in range(256):
-                table[i] = bytes([i])
+        table.update(self.mode_object.base_vocab(self.alphabet))
         for left, right, new in self.merges:
             table[new] = table[left] + table[right]
         for text, i in self.special_tokens.items():
@@ -217,13 +222,7 @@ class Tokenizer:
 
     @cached_property
     def _ends_word(self) -> frozenset[int]:
-        if self.mode != "words":
-            return frozenset()
-        ending = {self.base_size - 1}
-        for _, right, new in self.merges:
-            if right in ending:
-                ending.add(new)
-        return frozenset(ending)
+        return self.mode_object.word_ending_ids(self)
 
     def ends_word(self, token_id: int) -> bool:
         """True for words-mode tokens that end with `</w>`."""
@@ -282,14 +281,8 @@ class Tokenizer:
         >>> tok.encode("abaaab", merge_limit=1)
         [97, 98, 256, 97, 98]
         """
-        if merge_limit is not None and merge_limit < len(self.merges) and self.rule != "merges":
-            return self._encode_limited(text, max(merge_limit, 0), allowed_special)
         if merge_limit is not None and merge_limit < len(self.merges):
-            from bpe.stepwise import encode_with_merges  # it builds on this module
-
-            return encode_with_merges(
-                self, text, merge_limit=merge_limit, allowed_special=allowed_special
-            )
+            return self.rule_object.encode_limited(self, text, merge_limit, allowed_special)
         allowed = self._allowed_specials(allowed_special)
         if not allowed:
             return self._encode_ordinary(text, engine)
@@ -311,8 +304,6 @@ class Tokenizer:
     ) -> list[list[int]]:
         """`encode` for many texts, on every core (`workers`: default all): tiktoken's threads on
         the fast path, else worker processes once the batch is large enough to pay for them."""
-        from bpe.batch import encode_batch  # processes and threads live there
-
         return encode_batch(
             self, list(texts), allowed_special=allowed_special, engine=engine, workers=workers
         )
@@ -322,39 +313,13 @@ class Tokenizer:
         """The tiktoken fast path for this tokeniser, or None where it does not apply."""
         return TiktokenPath.build(self)
 
-    def _encode_limited(
-        self, text: str, merge_limit: int, allowed_special: Literal["all"] | Iterable[str]
-    ) -> list[int]:
-        """Imported tokenisers with their first k merges only, by their own rule: tiktoken's
-        joins limited to tokens ranked below merge k's token (no whole-piece shortcut beyond
-        it), HF's merge list cut after k."""
-        limited = self._limited(merge_limit) if self.rule == "hf" else {}
+    def special_segments(
+        self, text: str, allowed_special: Literal["all"] | Iterable[str]
+    ) -> list[tuple[str, int | None]]:
+        """(stretch, None) for ordinary text and (token, its id) for each allowed special token,
+        in order, covering the text."""
         allowed = self._allowed_specials(allowed_special)
-        out: list[int] = []
-        pieces = _split_on_specials(text, allowed) if allowed else [(text, None)]
-        for segment, special_id in pieces:
-            if special_id is not None:
-                out.append(special_id)
-                continue
-            for piece in self.pieces(segment):
-                data = piece.encode("utf-8")
-                if self.rule == "tiktoken":
-                    bound = self.merges[merge_limit][2]
-                    token = self.mergeable_ranks.get(data)
-                    if token is not None and token < bound:
-                        out.append(token)
-                    else:
-                        parts = rank_rule.split_piece(data, self.mergeable_ranks, max_rank=bound)
-                        out.extend(self.mergeable_ranks[part] for part in parts)
-                else:
-                    out.extend(hf_rule.merge_word([self.byte_ids[b] for b in data], limited))
-        return out
-
-    def _limited(self, merge_limit: int) -> dict[tuple[int, int], tuple[int, int]]:
-        return {
-            (left, right): (rank, new)
-            for rank, (left, right, new) in enumerate(self.merges[:merge_limit])
-        }
+        return _split_on_specials(text, allowed) if allowed else [(text, None)]
 
     def _allowed_specials(self, allowed_special: Literal["all"] | Iterable[str]) -> dict[str, int]:
         if allowed_special == "all":
@@ -367,125 +332,35 @@ class Tokenizer:
         return allowed
 
     def _encode_ordinary(self, text: str, engine: Engine = "auto") -> list[int]:
-        if engine == "auto" and len(text) >= _FAST_PATH_MIN_CHARS and self.rule == "merges":
-            # Naive multi-byte text stays pure: one long piece is slow in tiktoken, while our
-            # pieces (words) repeat (benchmarks/encode_vs_peers.py: 2x faster on Chinese).
-            multibyte = len(text.encode("utf-8")) > _MULTIBYTE_SHARE * len(text)
-            fast = None if self.mode == "naive" and multibyte else self.fast_path
-            ids = fast.encode(text) if fast is not None else None
-            if ids is not None:
-                return ids
-        if self.rule != "merges":
-            out: list[int] = []
-            for piece in self.pieces(text):
-                out.extend(self._encode_imported_piece(piece))
-            return out
-        if self.mode == "naive":
-            if len(text.encode("utf-8")) > _MULTIBYTE_SHARE * len(text):
-                return self._encode_in_pieces(text)  # Chinese, say: few spaces, many safe cuts
-            return self._stitcher.encode(text)
-        if self.mode == "chunked":
-            chunks = split_chunks(text, self.pattern or "")
-            if len(text.encode("utf-8")) > _MULTIBYTE_SHARE * len(text) and len(chunks) > 1:
-                # Mostly multi-byte text (Chinese, say): chunks are long and rarely repeat, so
-                # cut the whole text once, at chunk ends and where no token can sit across.
-                ends = list(itertools.accumulate(map(len, chunks)))
-                if ends[-1] == len(text):
-                    return self._encode_in_pieces(text, ends)
-            return encode_joined(
-                self._chunk_cache,
-                chunks,
-                self._encode_new_chunk,
-                _CHUNK_CACHE_LIMIT,
-                self._encode_new_chunks,
-            )
-        return self._encode_words(text)
-
-    def _look_up(self, pieces: list[str], encode: Callable[[str], list[int]]) -> list[int]:
-        """The joined ids of pieces, the new ones encoded by `encode` (once each) and cached."""
-        return encode_joined(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT)
+        return self.rule_object.encode_ordinary(self, text, engine)
 
     def pieces(self, text: str) -> list[str]:
         """The pieces encoding works on separately (no merge crosses one): the split pattern's
         chunks, HF's pre-tokenized words, or the whole text in naive mode."""
         if self.pre_tokenizer is not None:
             return self.pre_tokenizer.pieces(text)
-        if self.mode == "chunked":
-            return split_chunks(text, self.pattern or "")
-        if self.mode == "words":
-            return text.split()
-        return [text] if text else []
+        return self.mode_object.split(text, self.pattern)
 
     def iter_pieces(self, text: str) -> Iterator[str]:
         """`pieces`, lazily, for whole corpora (see `bpe.evaluate`)."""
         if self.pre_tokenizer is not None:
             return self.pre_tokenizer.iter_pieces(text)
-        if self.mode == "chunked":
-            compiled = compile_pattern(self.pattern or "")
-            return (m.group() for m in compiled.finditer(text) if m.end() > m.start())
-        if self.mode == "words":
-            return (m.group() for m in _WORD.finditer(text))
-        return iter([text] if text else [])
+        return self.mode_object.iter_split(text, self.pattern)
 
     def encode_piece(self, piece: str) -> list[int]:
         """The ids of one of `pieces(text)`; concatenated they are `encode(text)`."""
-        if self.rule != "merges":
-            return self._encode_imported_piece(piece)
-        if self.mode == "chunked":
-            return self._encode_chunk(piece)
-        return self._encode_ordinary(piece)
+        return self._piece_encoder(self, piece)
+
+    @cached_property
+    def _piece_encoder(self) -> PieceEncoder:
+        # Chosen once: `bpe.evaluate` calls encode_piece for every piece of a corpus.
+        return self.rule_object.piece_encoder(self)
 
     def encode_chunks(self, text: str) -> list[list[int]]:
         """Chunked mode: the ids of each chunk separately (other modes: one list)."""
-        if self.rule != "merges":
-            if self.mode != "chunked":
-                return [self._encode_ordinary(text)]
-            return [list(self._encode_imported_piece(piece)) for piece in self.pieces(text)]
-        if self.mode != "chunked":
-            return [self._encode_ordinary(text)]
-        return [list(self._encode_chunk(chunk)) for chunk in split_chunks(text, self.pattern or "")]
+        return self.mode_object.encode_chunks(self, text)
 
-    def _encode_imported_piece(self, piece: str) -> list[int]:
-        cached = self._chunk_cache.get(piece)
-        if cached is None:
-            data = piece.encode("utf-8")
-            if self.rule == "tiktoken":
-                cached = rank_rule.encode_piece(data, self.mergeable_ranks)
-            else:
-                whole = self.mergeable_ranks.get(data) if self.ignore_merges else None
-                if whole is not None:
-                    cached = [whole]
-                else:
-                    byte_ids = self.byte_ids
-                    cached = hf_rule.merge_word([byte_ids[b] for b in data], self._hf_merges)
-            if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
-                self._chunk_cache.clear()
-            self._chunk_cache[piece] = cached
-        return cached
-
-    def _encode_new_chunk(self, chunk: str) -> list[int]:
-        """One chunk's ids, not looked up in the cache."""
-        token = self._whole_tokens.get(chunk)
-        if token is not None:
-            return [token]
-        # ASCII chunks are short and rarely cut: encoding them whole is cheaper.
-        if chunk.isascii():
-            return encode_ids(list(chunk.encode("ascii")), self.ranks)
-        return self._encode_in_pieces(chunk)
-
-    def _encode_new_chunks(self, new: set[str]) -> dict[str, list[int]]:
-        """`_encode_new_chunk` of each, most of them with no Python call of their own."""
-        return encode_pieces(new, self.ranks, self._whole_tokens, self._encode_new_chunk)
-
-    def _encode_chunk(self, chunk: str) -> list[int]:
-        cached = self._chunk_cache.get(chunk)
-        if cached is None:
-            cached = self._encode_new_chunk(chunk)
-            if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
-                self._chunk_cache.clear()
-            self._chunk_cache[chunk] = cached
-        return cached
-
+    # The tables the encoders share, built on first use and kept with the tokeniser.
     @cached_property
     def _cuts(self) -> CutTable:
         vocab = self.vocab
@@ -510,64 +385,10 @@ class Tokenizer:
         if "_stitcher" in self.__dict__:
             self._stitcher.clear()
 
-    def _encode_in_pieces(self, text: str, chunk_ends: Sequence[int] = ()) -> list[int]:
-        """Byte-level encoding of text, cut where no token can sit across (`bpe.cuts`) and at
-        `chunk_ends`, each piece looked up in (or added to) the chunk cache: the same ids as
-        encoding it whole (or chunk by chunk)."""
-        data = text.encode("utf-8")
-        pieces, bytewise = self._cuts.pieces(text, chunk_ends)  # bytewise: hold a partial token
-        if len(pieces) == 1:
-            if bytewise:
-                return encode_ids(list(data), self.ranks)
-            return self._characters.encode(text)
-        characters, ranks, whole = self._characters, self.ranks, self._whole_tokens
-
-        def encode_many(new: set[str]) -> dict[str, list[int]]:
-            # Most new pieces are one token or a few characters: the lookups, the characters'
-            # ids and the calls of encode_ids run in C, with no Python frame of their own.
-            table = {piece: [whole[piece]] for piece in whole.keys() & new}
-            rest = new.difference(table)
-            by_bytes = rest.intersection(bytewise)
-            by_chars = list(rest.difference(by_bytes))
-            char_ids = map(functools.partial(map, characters.__getitem__), by_chars)
-            ids = map(list, map(itertools.chain.from_iterable, char_ids))
-            table.update(zip(by_chars, map(encode_ids, ids, itertools.repeat(ranks)), strict=True))
-            table.update(
-                (piece, encode_ids(list(piece.encode("utf-8")), ranks)) for piece in by_bytes
-            )
-            return table
-
-        def encode(piece: str) -> list[int]:
-            return encode_many({piece})[piece]
-
-        return encode_joined(self._chunk_cache, pieces, encode, _CHUNK_CACHE_LIMIT, encode_many)
-
-    def _encode_words(self, text: str) -> list[int]:
-        unknown = self.special_tokens[UNKNOWN]
-        char_to_id = self._char_to_id
-        end = self.base_size - 1
-        out: list[int] = []
-        for word in text.split():
-            cached = self._chunk_cache.get(word)
-            if cached is None:
-                ids = [char_to_id.get(char, unknown) for char in word] + [end]
-                cached = encode_ids(ids, self.ranks)
-                if len(self._chunk_cache) >= _CHUNK_CACHE_LIMIT:
-                    self._chunk_cache.clear()
-                self._chunk_cache[word] = cached
-            out.extend(cached)
-        return out
-
     # ----- decode ----------------------------------------------------------------------------
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The exact bytes of ids (words mode: each `</w>` becomes one space, see `decode`)."""
-        if self.mode == "words":
-            return self.decode(ids).encode("utf-8")
-        vocab = self.vocab
-        try:
-            return b"".join(vocab[i] for i in ids)
-        except KeyError as exc:
-            raise ValueError(self._missing_id(exc.args[0])) from None
+        return self.mode_object.decode_bytes(self, ids)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Ids -> text; bytes that are not valid UTF-8 become U+FFFD.
@@ -576,24 +397,11 @@ class Tokenizer:
         where its `</w>` was, the final space is dropped, so `"a  b\\n"` decodes as `"a b"`;
         `<unk>` and other special tokens decode to their own text.
         """
-        if self.mode != "words":
-            return self.decode_bytes(ids).decode("utf-8", errors="replace")
-        parts: list[str] = []
-        for token_id in ids:
-            if token_id in self._id_to_special:
-                parts.append(self._id_to_special[token_id])
-                continue
-            parts.append(self.token_bytes(token_id).decode("utf-8", errors="replace"))
-            if self.ends_word(token_id):
-                parts.append(" ")
-        text = "".join(parts)
-        return text.removesuffix(" ")
+        return self.mode_object.decode(self, ids)
 
 
 def _split_on_specials(text: str, allowed: Mapping[str, int]) -> list[tuple[str, int | None]]:
     """Cut text around allowed special tokens, longest match first at each position."""
-    import regex
-
     alternatives = "|".join(regex.escape(s) for s in sorted(allowed, key=len, reverse=True))
     pieces: list[tuple[str, int | None]] = []
     start = 0

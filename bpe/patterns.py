@@ -16,11 +16,15 @@ import regex
 # GPT-2's pattern (OpenAI's `r50k_base`).
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
-# GPT-4's pattern (OpenAI's `cl100k_base`), as given in seed 000.
+# GPT-4's pattern (OpenAI's `cl100k_base`), spelled with possessive quantifiers.
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
+
+# Naive tokenisers never split: one piece is the whole text between special tokens. Spelled as a
+# pattern for peers that always split (tiktoken's `pat_str`, the exports).
+NAIVE_PATTERN = r"[\s\S]+"
 
 NAMED_PATTERNS: dict[str, str] = {"gpt4": GPT4_PATTERN, "gpt2": GPT2_PATTERN}  # name -> regex
 

@@ -6,9 +6,9 @@ as the id). A piece of text (one match of the split pattern) is encoded so:
 2. otherwise start from single bytes and repeatedly join the adjacent pair whose joined bytes
    have the lowest rank (the leftmost such pair on a tie), until no adjacent join is a token.
 
-This differs from seed 002's rule (`bpe.encoder`), which applies only learned pairs: with ranks
-`b c bc ab abc`, seed 002 would never join `a|bc`, tiktoken does. Short pieces use a list scan
-(what tiktoken itself does); long ones a heap, so a 50 KB run of letters stays O(n log n)
+This differs from our own rule (`bpe.reference.encode_reference`), which applies only learned pairs:
+with ranks `b c bc ab abc`, ours would never join `a|bc`, tiktoken does. Short pieces use a list
+scan (what tiktoken itself does); long ones a heap, so a 50 KB run of letters stays O(n log n)
 instead of tiktoken's quadratic loop.
 
 `derive_merges` recovers, for display, the pair each token is made of, as tiktoken's

@@ -1,7 +1,11 @@
-"""The reference trainer: the literal full-recount loop of seeds 000 and 001, kept as the oracle.
+"""The references: the literal training loop and the literal encoding rule, kept as oracles.
 
-Every merge recounts every pair from scratch, so it is slow (O(corpus) per merge) and obviously
-right. The efficient trainer must return exactly what this returns, record for record.
+`train_reference` recounts every pair from scratch for every merge, so it is slow (O(corpus) per
+merge) and obviously right; the efficient trainer must return exactly what it returns, record
+for record (docs/algorithms.md, "Training"). `encode_reference` applies learned merges the way
+they were learned: repeatedly the present pair with the lowest new id, everywhere, left to
+right; every faster encoder (`bpe.encoder`, the chunk caches, the tiktoken fast path) must give
+exactly its ids (docs/algorithms.md, "Encoding").
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ def get_pair_counts(
 ) -> dict[tuple[int, int], int]:
     """Count adjacent pairs, each sequence weighted by how often it occurs.
 
-    Overlaps count as seed 000 counts them: `a a a` holds the pair `(a, a)` twice.
+    Overlaps count: `a a a` holds the pair `(a, a)` twice.
     """
     counts: dict[tuple[int, int], int] = {}  # (left, right) -> weighted count
     for ids, weight in sequences:
@@ -78,3 +82,43 @@ def train_reference(
         if progress is not None:
             progress(Progress(len(records), max_merges, pair, count, total))
     return records
+
+
+def encode_reference(ids: list[int], ranks: dict[tuple[int, int], int]) -> list[int]:
+    """Encode a sequence of base ids with learned merges, literally: find the lowest new id
+    among the pairs present, merge that pair everywhere left to right, and rescan, until no
+    learned pair is present. `ranks` maps (left_id, right_id) -> new_id (`Tokenizer.ranks`); the
+    new id doubles as the rank, since a merge is always learned after its parts.
+
+    >>> ranks = {(97, 97): 256, (256, 97): 257, (257, 98): 258}
+    >>> encode_reference(list(b"abaaab"), ranks)
+    [97, 98, 258]
+    >>> encode_reference(list(b"aaaa"), {(97, 97): 256})
+    [256, 256]
+
+    Where two learned pairs overlap, the lower id wins, wherever it stands:
+
+    >>> encode_reference(list(b"abc"), {(97, 98): 257, (98, 99): 256})
+    [97, 256]
+    """
+    get = ranks.get
+    while len(ids) >= 2:
+        best_rank = None
+        for pair in itertools.pairwise(ids):
+            rank = get(pair)
+            if rank is not None and (best_rank is None or rank < best_rank):
+                best_rank = rank
+        if best_rank is None:
+            break
+        merged: list[int] = []
+        i = 0
+        n = len(ids)
+        while i < n:
+            if i + 1 < n and get((ids[i], ids[i + 1])) == best_rank:
+                merged.append(best_rank)
+                i += 2
+            else:
+                merged.append(ids[i])
+                i += 1
+        ids = merged
+    return ids

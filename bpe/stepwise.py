@@ -1,11 +1,12 @@
 """Watching an encoding happen: encode with only the first k merges, find which chunk and tokens
 each part of a text became, and replay one chunk's encoding step by step.
 
-Everything follows seed 002's rule, as `Tokenizer.encode` does: repeatedly apply the learned
-pair of lowest rank present, everywhere, left to right. Ranks only grow along the way (a merge
-always makes an id later than its parts), so encoding with the first k merges is the full
-encoding stopped before its first step of rank k or later, and it equals what a tokeniser
-trained to a vocabulary of base + k would give: greedy training learns the same first k merges.
+Everything follows our merge rule (`bpe.reference.encode_reference`), as `Tokenizer.encode` does:
+repeatedly apply the learned pair of lowest rank present, everywhere, left to right. Ranks only grow
+along the way (a merge always makes an id later than its parts), so encoding with the first k merges
+is the full encoding stopped before its first step of rank k or later, and it equals what a
+tokeniser trained to a vocabulary of base + k would give: greedy training learns the same first k
+merges.
 
 The functions take a `bpe.Tokenizer` and use only its public parts (`merges`, `ranks`, `vocab`,
 `alphabet`, `pattern`, `special_tokens`), so they hold for any id layout: the byte ids are read
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Literal
 import regex
 
 from bpe.encoder import encode_ids
-from bpe.patterns import compile_pattern
 
 if TYPE_CHECKING:
     from bpe.model import Tokenizer
@@ -85,7 +85,7 @@ def encode_chunks(
     >>> [c.ids for c in encode_chunks(tok, "abaaab", merge_limit=2)]
     [[97, 98, 257, 98]]
     """
-    if tok.rule != "merges":
+    if tok.rule_object.imported:
         return _imported_chunks(tok, text, allowed_special, merge_limit)
     if merge_limit is not None and merge_limit < 0:
         first_merges(tok, merge_limit)  # refuses it, saying why
@@ -98,7 +98,7 @@ def encode_chunks(
             out.append(Chunk(start, end, [special_id], special=True))
             continue
         spans = _chunk_spans(tok, text, start, end)
-        if tok.mode != "words":
+        if tok.mode_object.byte_level:
             # The tokeniser's own full encoding (cached per chunk, or the fast path), cut back to
             # the first k merges: the same ids as encoding with them, and far cheaper.
             for chunk_start, chunk_end in spans:
@@ -126,7 +126,7 @@ def _unmerger(tok: Tokenizer, merge_limit: int) -> Callable[[list[int]], list[in
     encoding: every token made by merge k or later is split back into its two parts, until
     each part is a base symbol or was made by an earlier merge.
 
-    Exact for seed 002's rule: its steps come in rising rank (a merge's parts are older ids, so
+    Exact for our merge rule: its steps come in rising rank (a merge's parts are older ids, so
     a pair it makes ranks later), so the state after the steps of rank < k is the encoding with
     k merges, and the later steps only join its tokens, each by its own merge.
     """
@@ -212,7 +212,7 @@ def encode_with_merges(
 
 
 def apply_merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """Replace every occurrence of `pair`, left to right (seed 000's `merge_pair`).
+    """Replace every occurrence of `pair`, left to right (as `bpe.reference.merge_pair`).
 
     >>> apply_merge([97, 97, 97, 97], (97, 97), 256)
     [256, 256]
@@ -223,18 +223,8 @@ def apply_merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]
 # ----- the base symbols of a chunk ----------------------------------------------------------------
 def base_symbols(tok: Tokenizer, chunk: str) -> list[int]:
     """The ids a chunk starts as, before any merge: its bytes (through the tokeniser's byte ids),
-    or in words mode its characters (unknown ones as `<unk>`) and `</w>`."""
-    if tok.mode == "words":
-        from bpe.model import UNKNOWN
-
-        char_ids = {c: i for i, c in enumerate(tok.alphabet or [])}
-        unknown = tok.special_tokens.get(UNKNOWN, -1)
-        return [char_ids.get(c, unknown) for c in chunk] + [tok.base_size - 1]
-    data = chunk.encode("utf-8", errors="surrogatepass")
-    if tok.tokens is None:  # this project's own byte-level tokenisers: byte b is id b
-        return list(data)
-    byte_ids = tok.byte_ids
-    return [byte_ids[b] for b in data]
+    or in words mode its characters (unknown ones as `<unk>`) and `</w>` (`bpe.modes`)."""
+    return tok.mode_object.base_symbols(tok, chunk)
 
 
 def _special_pieces(
@@ -266,34 +256,14 @@ def _special_pieces(
 
 def _chunk_spans(tok: Tokenizer, text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Where the ordinary text text[start:end] is cut into separately encoded units."""
-    if tok.mode == "naive":
-        return [(start, end)]
-    if tok.mode == "chunked":
-        # On the slice, exactly as `split_chunks` (and so `Tokenizer.encode`) cuts it.
-        pattern = compile_pattern(tok.pattern or "")
-        return [
-            (start + m.start(), start + m.end())
-            for m in pattern.finditer(text[start:end])
-            if m.end() > m.start()
-        ]
-    spans = []  # words: runs of non-whitespace, exactly what str.split() keeps
-    i = start
-    while i < end:
-        while i < end and text[i].isspace():
-            i += 1
-        j = i
-        while j < end and not text[j].isspace():
-            j += 1
-        if j > i:
-            spans.append((i, j))
-        i = j
-    return spans
+    return tok.mode_object.spans(text, start, end, tok.pattern)
 
 
 # ----- one chunk, step by step ---------------------------------------------------------------
 @dataclass(frozen=True)
 class Step:
-    """One round of seed 002's loop: the learned pairs present (pair -> rank, lowest first), the
+    """One round of the merge rule's loop (`bpe.reference.encode_reference`): the learned pairs
+    present (pair -> rank, lowest first), the
     one applied, where (indices into `before`), and the tokens after it."""
 
     before: list[int]
@@ -384,12 +354,6 @@ def imported_pieces(
             yield piece, ids[first:at], False
 
 
-def piece_symbols(tok: Tokenizer, piece: str) -> list[int]:
-    """The ids an imported tokeniser's piece starts as: one per byte, with the file's byte ids."""
-    byte_ids = tok.byte_ids
-    return [byte_ids[b] for b in piece.encode("utf-8", errors="surrogatepass")]
-
-
 def whole_piece_token(tok: Tokenizer, piece: bytes, merge_limit: int | None = None) -> int | None:
     """The token an imported tokeniser takes a whole piece as, before any join (None if not):
     tiktoken always looks the piece up first (with the first k merges, only tokens ranked below
@@ -398,9 +362,7 @@ def whole_piece_token(tok: Tokenizer, piece: bytes, merge_limit: int | None = No
     token = tok.mergeable_ranks.get(piece)
     if token is None:
         return None
-    if tok.rule == "tiktoken":
-        return token if not limited or token < tok.merges[max(merge_limit or 0, 0)][2] else None
-    return token if tok.ignore_merges and not limited else None
+    return tok.rule_object.whole_piece_token(tok, token, merge_limit if limited else None)
 
 
 def replay_joins(
@@ -418,22 +380,7 @@ def replay_joins(
     The whole-piece lookup (`whole_piece_token`) comes before this, not in it."""
     count = len(tok.merges)
     limit = count if merge_limit is None else max(0, min(merge_limit, count))
-    if tok.rule == "tiktoken":
-        ranks = tok.mergeable_ranks
-        bound = tok.merges[limit][2] if limit < count else None
-        bytes_of = tok.token_bytes
-
-        def join(pair: tuple[int, int]) -> tuple[int, int] | None:
-            token = ranks.get(bytes_of(pair[0]) + bytes_of(pair[1]))
-            if token is None or (bound is not None and token >= bound):
-                return None
-            return token, token  # (rank, new id): in tiktoken files the id is the rank
-    else:
-        merges = _hf_merge_map(tok, limit)
-
-        def join(pair: tuple[int, int]) -> tuple[int, int] | None:
-            return merges.get(pair)
-
+    join = tok.rule_object.join_lookup(tok, limit)
     steps: list[Step] = []
     ids = list(symbols)
     while len(ids) >= 2 and (max_steps is None or len(steps) < max_steps):
@@ -466,21 +413,3 @@ def replay_joins(
 
 def _by_rank(item: tuple[tuple[int, int], tuple[int, int]]) -> int:
     return item[1][0]
-
-
-_hf_maps: weakref.WeakKeyDictionary[
-    Tokenizer, tuple[int, dict[tuple[int, int], tuple[int, int]]]
-] = weakref.WeakKeyDictionary()
-
-
-def _hf_merge_map(tok: Tokenizer, limit: int) -> dict[tuple[int, int], tuple[int, int]]:
-    """(left, right) -> (rank, new id) of the first `limit` merges, built as `tokenizers` builds
-    its map (a pair listed twice keeps its later rank); the last one asked for is kept."""
-    last = _hf_maps.get(tok)
-    if last is not None and last[0] == limit:
-        return last[1]
-    table = {
-        (left, right): (rank, new) for rank, (left, right, new) in enumerate(tok.merges[:limit])
-    }
-    _hf_maps[tok] = (limit, table)
-    return table

@@ -1,9 +1,9 @@
 """Naive byte-level encoding by pieces that are encoded alone, cached, and stitched together.
 
-Naive text is one long sequence, and tokens cross words ("of the"), so no fixed cut is safe.
-But seed 002's rule has a property that makes guessing safe (it is the "compatible tokens"
-argument of recent BPE work, proved here for this rule). Call a token sequence *valid* if it
-is the encoding of its own bytes. Then:
+Naive text is one long sequence, and tokens cross words ("of the"), so no fixed cut is safe. But our
+merge rule (`bpe.reference.encode_reference`) has a property that makes guessing safe (it is the
+"compatible tokens" argument of recent BPE work, proved here for this rule). Call a token sequence
+*valid* if it is the encoding of its own bytes. Then:
 
 1. A sequence is valid if and only if every pair of neighbours is (and, alone, each token).
    Only if: no merge crosses a token boundary of an encoding, so each stretch of it evolved

@@ -1,16 +1,16 @@
 """The fast path: hand byte-level encoding to tiktoken when it is installed and gives our ids.
 
 tiktoken knows no merge list: inside a piece it joins the adjacent pair whose joined bytes rank
-lowest, and a piece that is a token is that token at once. Ranked by our ids, that gives
-exactly seed 002's ids for every text when every merged token `t` encodes, alone, to `[t]` by
-our rule (then no two ids share bytes either). Why: take a state both rules have reached, where
-our lowest learned pair present is `k`. tiktoken joins a pair `(x, y)` whose bytes are some
-token `t <= k`. The span of `x y` has had token boundaries at both ends, so no merge crossed
-them and it evolved as `bytes(t)` alone does, up to `k`; if `(x, y)` were not `t`'s own merge
-(not learned at all: ids have distinct bytes), `bytes(t)` alone would stop at `[x, y]`, not
-`[t]`. So tiktoken joins `t`'s learned pair, `t = k` (no learned pair below `k` is present),
-at the leftmost place, which is where our left-to-right pass merges next; joins it makes rank
-above `k` by the same argument. A piece that is a token `t` is `[t]` under both rules.
+lowest, and a piece that is a token is that token at once. Ranked by our ids, that gives exactly our
+rule's ids (`bpe.reference.encode_reference`) for every text when every merged token `t` encodes,
+alone, to `[t]` by our rule (then no two ids share bytes either). Why: take a state both rules have
+reached, where our lowest learned pair present is `k`. tiktoken joins a pair `(x, y)` whose bytes
+are some token `t <= k`. The span of `x y` has had token boundaries at both ends, so no merge
+crossed them and it evolved as `bytes(t)` alone does, up to `k`; if `(x, y)` were not `t`'s own
+merge (not learned at all: ids have distinct bytes), `bytes(t)` alone would stop at `[x, y]`, not
+`[t]`. So tiktoken joins `t`'s learned pair, `t = k` (no learned pair below `k` is present), at the
+leftmost place, which is where our left-to-right pass merges next; joins it makes rank above `k` by
+the same argument. A piece that is a token `t` is `[t]` under both rules.
 
 `self_encoding_merges` checks the condition in one walk per merge (`crosses_before`), and the
 pieces must be the same: naive text is one piece; chunked text uses our own split regex, which
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import regex
 
-from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN
+from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, NAIVE_PATTERN
 from bpe.stitch import crosses_before
 
 if TYPE_CHECKING:  # tiktoken is optional: only TiktokenPath.build imports it
@@ -39,15 +39,13 @@ if TYPE_CHECKING:  # tiktoken is optional: only TiktokenPath.build imports it
 
     from bpe.model import Tokenizer
 
-# Naive tokenisers never split: one piece is the whole text between special tokens.
-NAIVE_PATTERN = r"[\s\S]+"
 # The split patterns tiktoken's regex engine runs as ours does (tests/test_tiktoken_path.py
-# checks every code point).
-TRUSTED_PATTERNS = (GPT4_PATTERN, GPT2_PATTERN)
+# checks every code point); the naive pattern matches everything at once.
+TRUSTED_PATTERNS = (GPT4_PATTERN, GPT2_PATTERN, NAIVE_PATTERN)
 
 
 def self_encoding_merges(merges: list[tuple[int, int, int]]) -> bool:
-    """True if every merged token's bytes encode, alone, to that token by seed 002's rule.
+    """True if every merged token's bytes encode, alone, to that token by our rule.
 
     A merge `(l, r) -> t` gives `[t]` from `t`'s bytes exactly when `l` and `r` do alone and
     no merge below `t` joins the end of `l`'s bytes to the start of `r`'s while they evolve.
@@ -110,9 +108,10 @@ class TiktokenPath:
     def build(cls, tok: Tokenizer) -> TiktokenPath | None:
         """The fast path for this tokeniser, or None: tiktoken missing, words mode, an imported
         tokeniser, a custom pattern, or a merge list where tiktoken's rule can differ."""
-        if tok.rule != "merges" or tok.mode not in ("naive", "chunked"):
+        if tok.rule_object.imported or not tok.mode_object.byte_level:
             return None
-        if tok.mode == "chunked" and tok.pattern not in TRUSTED_PATTERNS:
+        pattern = tok.mode_object.split_pattern(tok.pattern)
+        if pattern is None or pattern not in TRUSTED_PATTERNS:
             return None
         try:
             import tiktoken
@@ -122,7 +121,6 @@ class TiktokenPath:
             return None
         vocab = tok.vocab
         ranks = {vocab[i]: i for i in range(256 + len(tok.merges))}
-        pattern = NAIVE_PATTERN if tok.mode == "naive" else tok.pattern or ""
         # Special tokens are split off by Tokenizer.encode before this sees any text.
         encoding = tiktoken.Encoding(
             "bpe-workbench-fast-path", pat_str=pattern, mergeable_ranks=ranks, special_tokens={}

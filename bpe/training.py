@@ -1,6 +1,7 @@
 """`train()`: turn text into the weighted id sequences a mode calls for, then run a trainer.
 
-Each mode only decides what the sequences are; the trainers never know which mode they serve:
+Each mode (`bpe.modes`) only decides what the sequences are, with the `Splitter` this module
+hands it; the trainers never know which mode they serve:
 - `naive`: the whole text's UTF-8 bytes, one sequence, weight 1 (merges may cross anything);
 - `chunked`: each distinct chunk of the split pattern, weighted by how often it occurs;
 - `words`: each distinct whitespace-separated word as characters plus `</w>`, weighted likewise.
@@ -13,10 +14,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 from bpe.chunk_counts import count_chunks
-from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
+from bpe.model import Mode, Tokenizer, TrainingStats
+from bpe.modes import TrainingMode, get_mode
 from bpe.pacing import Clock, collector_paused, release, slices
 from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
@@ -24,6 +26,7 @@ from bpe.training_types import MergeRecord, ProgressFn, StopFn, TrainingCancelle
 
 TRAINERS = ("reference", "efficient")
 _WORD_BLOCK_CHARS = 1 << 19  # the most text split into words between two stop checks
+_PIECE_BATCH = 1 << 14  # pieces counted between two stop checks (`Splitter.counted`)
 # The standard `re` module's \s is exactly str.isspace, which is what str.split() cuts at.
 _WHITESPACE = re.compile(r"\s")
 DEFAULT_TRAINER = "efficient"
@@ -53,29 +56,21 @@ def train(
     [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
     """
     started = time.perf_counter()
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    training_mode = get_mode(mode)  # a ValueError naming the modes if it is none of them
     if trainer not in TRAINERS:
         raise ValueError(f"unknown trainer {trainer!r}; choose one of {', '.join(TRAINERS)}")
     if min_frequency < 1:
         raise ValueError("min_frequency must be at least 1")
-    specials = _check_specials(special_tokens, mode)
-    split_regex = resolve_pattern(pattern) if mode == "chunked" else None
+    specials = _check_specials(special_tokens, training_mode)
+    split_regex = resolve_pattern(pattern) if training_mode.uses_pattern else None
 
-    alphabet: list[str] | None = None
     # Splitting a large text takes seconds before the trainer starts; report that time too
     # (all zero: nothing is known yet). A short text is split before any check falls due.
     splitting = Clock(0, [], progress, should_stop)
     splitting.defer()
     with collector_paused():
-        sequences: list[tuple[bytes, int]] | list[tuple[list[int], int]]
-        if mode == "naive":
-            sequences = [(_utf8(text, splitting), 1)]
-        elif mode == "chunked":
-            sequences = chunk_sequences(text, split_regex or "", should_stop=splitting.stop_fn())
-        else:
-            alphabet, sequences = word_sequences(text, should_stop=splitting.stop_fn())
-        base = 256 if alphabet is None else len(alphabet) + 1
+        sequences, alphabet = training_mode.training_input(text, split_regex, Splitter(splitting))
+        base = training_mode.base_size(len(alphabet or []))
         check_vocab_size(vocab_size, base=base, specials=len(specials))
         max_merges = vocab_size - base - len(specials)
         noted = _Noted(progress, should_stop)
@@ -108,7 +103,8 @@ def train(
         tokens_after=[r.tokens_after for r in records],
     )
     tok = Tokenizer(
-        mode=mode,  # type: ignore[arg-type]
+        # Mode names the built-in modes only; a registered mode's name is as good at run time.
+        mode=cast(Mode, training_mode.name),
         merges=merges,
         special_tokens={s: next_id + i for i, s in enumerate(specials)},
         pattern=split_regex,
@@ -129,10 +125,11 @@ def smallest_vocab_size(
     >>> smallest_vocab_size("words", ["<eot>"], alphabet_size=7)
     (8, 2)
     """
-    if mode == "words" and alphabet_size is None:
-        raise ValueError("words mode's smallest vocab size depends on the text's alphabet")
-    base = 256 if mode != "words" else (alphabet_size or 0) + 1
-    return base, len(_check_specials(special_tokens, mode))
+    training_mode = get_mode(mode)
+    if training_mode.uses_alphabet and alphabet_size is None:
+        raise ValueError(f"{mode} mode's smallest vocab size depends on the text's alphabet")
+    base = training_mode.base_size(alphabet_size or 0)
+    return base, len(_check_specials(special_tokens, training_mode))
 
 
 def check_vocab_size(vocab_size: int, *, base: int, specials: int) -> None:
@@ -154,12 +151,12 @@ def run_trainer(
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
 ) -> list[MergeRecord]:
-    """Dispatch to a trainer engine by name; both take and return the same shapes."""
+    """Dispatch to a trainer by name; both take and return the same shapes."""
     if trainer == "reference":
-        engine = train_reference
+        learn = train_reference
     else:
-        from bpe.efficient import train_efficient as engine
-    return engine(
+        from bpe.efficient import train_efficient as learn
+    return learn(
         sequences,
         first_id=first_id,
         max_merges=max_merges,
@@ -167,6 +164,37 @@ def run_trainer(
         progress=progress,
         should_stop=should_stop,
     )
+
+
+class Splitter:
+    """What a mode cuts its training text with (`TrainingMode.training_input`): `train`'s stop
+    checks and progress reports come between slices, since splitting a large text takes
+    seconds before the trainer starts."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def whole_text(self, text: str) -> list[tuple[bytes, int]]:
+        """The text's UTF-8 bytes as one sequence of weight 1."""
+        return [(_utf8(text, self.clock), 1)]
+
+    def chunks(self, text: str, pattern: str) -> list[tuple[bytes, int]]:
+        """`chunk_sequences`: each distinct chunk of the split pattern, counted."""
+        return chunk_sequences(text, pattern, should_stop=self.clock.stop_fn())
+
+    def words(self, text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
+        """`word_sequences`: the alphabet and each distinct word's ids, counted."""
+        return word_sequences(text, should_stop=self.clock.stop_fn())
+
+    def counted(self, pieces: Iterable[str]) -> list[tuple[bytes, int]]:
+        """Each distinct non-empty piece's UTF-8 bytes with how often it occurs (first-seen
+        order), the clock ticking between batches: what a new byte-level mode trains on."""
+        counts: Counter[str] = Counter()
+        remaining = iter(pieces)
+        while batch := list(islice(remaining, _PIECE_BATCH)):
+            counts.update(batch)
+            self.clock.tick()
+        return [(piece.encode("utf-8"), n) for piece, n in counts.items() if piece]
 
 
 def chunk_sequences(
@@ -268,17 +296,18 @@ def _weighed(sequences: Sequence[tuple[Sequence[int], int]], tick: Callable[[], 
     return total
 
 
-def _check_specials(special_tokens: Iterable[str], mode: str) -> list[str]:
+def _check_specials(special_tokens: Iterable[str], mode: TrainingMode) -> list[str]:
     specials: list[str] = []
     for token in special_tokens:
         if not isinstance(token, str) or not token:
             raise ValueError("special tokens must be non-empty strings")
         if token in specials:
             raise ValueError(f"special token {token!r} is given twice")
-        if mode == "words" and token == END_OF_WORD:
-            raise ValueError(f"{END_OF_WORD!r} is the end-of-word symbol in words mode")
+        if token in mode.reserved_tokens:
+            raise ValueError(f"{token!r} is {mode.reserved_tokens[token]} in {mode.name} mode")
         specials.append(token)
     # Words mode maps characters it never saw in training to <unk>, so it always has one.
-    if mode == "words" and UNKNOWN not in specials:
-        specials.insert(0, UNKNOWN)
+    for required in reversed(mode.required_special_tokens):
+        if required not in specials:
+            specials.insert(0, required)
     return specials

@@ -1,7 +1,7 @@
 """What every trainer takes and gives back: the records of a run and its link to the outside.
 
 A trainer's only contact with the world is a progress callback and a stop check, so the same
-engine runs in a test, on the command line and in a web job.
+trainer runs in a test, on the command line and in a web job.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ class MergeRecord(NamedTuple):
     left: int
     right: int
     new_id: int
-    # `count` shadows tuple.count (mypy: [assignment]); it is the saved and public field name.
-    count: int  # type: ignore[assignment]
+    count: int  # type: ignore[assignment]  # shadows tuple.count; the saved, public field name
     tokens_after: int
 
 

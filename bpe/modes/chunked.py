@@ -1,0 +1,67 @@
+"""Chunked mode: the split pattern cuts text into chunks of bytes, and no merge crosses one.
+
+Training counts each distinct chunk once, weighted by how often it occurs. Encoding looks each
+chunk up in the chunk cache (or encodes it once); mostly multi-byte text is cut as a whole, at
+chunk ends and where no token can sit across (docs/algorithms.md, "Encoding").
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from bpe.modes.base import MULTIBYTE_SHARE, TrainingInput
+from bpe.modes.byte_symbols import ByteLevelMode, encode_chunks_joined, encode_in_pieces
+from bpe.patterns import compile_pattern, split_chunks
+
+if TYPE_CHECKING:
+    from bpe.model import Tokenizer
+    from bpe.training import Splitter
+
+
+class ChunkedMode(ByteLevelMode):
+    name = "chunked"
+    label = "Chunked (bytes, split by a regex)"
+    description = "Bytes, cut first by a split pattern (GPT-4's by default): no merge crosses it."
+    uses_pattern = True
+
+    def split(self, text: str, pattern: str | None) -> list[str]:
+        return split_chunks(text, pattern or "")
+
+    def iter_split(self, text: str, pattern: str | None) -> Iterator[str]:
+        compiled = compile_pattern(pattern or "")
+        return (m.group() for m in compiled.finditer(text) if m.end() > m.start())
+
+    def split_pattern(self, pattern: str | None) -> str | None:
+        return pattern
+
+    def spans(self, text: str, start: int, end: int, pattern: str | None) -> list[tuple[int, int]]:
+        # On the slice, exactly as `split_chunks` (and so `Tokenizer.encode`) cuts it.
+        compiled = compile_pattern(pattern or "")
+        return [
+            (start + m.start(), start + m.end())
+            for m in compiled.finditer(text[start:end])
+            if m.end() > m.start()
+        ]
+
+    def training_input(self, text: str, pattern: str | None, splitter: Splitter) -> TrainingInput:
+        return splitter.chunks(text, pattern or ""), None
+
+    def encode_ordinary(self, tok: Tokenizer, text: str) -> list[int]:
+        chunks = split_chunks(text, tok.pattern or "")
+        if len(text.encode("utf-8")) > MULTIBYTE_SHARE * len(text) and len(chunks) > 1:
+            # Mostly multi-byte text (Chinese, say): chunks are long and rarely repeat, so
+            # cut the whole text once, at chunk ends and where no token can sit across.
+            ends = list(itertools.accumulate(map(len, chunks)))
+            if ends[-1] == len(text):
+                return encode_in_pieces(tok, text, ends)
+        return encode_chunks_joined(tok, chunks)
+
+    def encode_chunks(self, tok: Tokenizer, text: str) -> list[list[int]]:
+        # Imported chunked tokenisers cut by their own pre-tokenizer and rule: ask the rule.
+        encode_piece = tok.rule_object.piece_encoder(tok)
+        return [list(encode_piece(tok, piece)) for piece in tok.pieces(text)]
+
+
+CHUNKED = ChunkedMode()
