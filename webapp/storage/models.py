@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     false,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -64,7 +65,7 @@ class CorpusText(TypeDecorator):
     impl = Text
     cache_ok = True
 
-    def process_result_value(self, value, dialect):
+    def process_result_value(self, value: str | bytes | None, dialect: Dialect) -> str | None:
         if isinstance(value, bytes):
             return value.decode("utf-8")
         return value
