@@ -300,7 +300,8 @@ def start_sample(app: Flask) -> list[int]:
 def sample_command() -> None:
     """Store the sample corpus and queue its two tokenisers unless they exist (the serving
     process trains them); `make run` runs this, so a first visitor never waits for them."""
-    queued = start_sample(current_app._get_current_object())  # type: ignore[attr-defined]
+    app = current_app._get_current_object()  # type: ignore[attr-defined]  # typed as the Flask it proxies
+    queued = start_sample(app)
     if queued:
         click.echo(f"sample: queued jobs {', '.join(map(str, queued))}; the server trains them")
     else:
