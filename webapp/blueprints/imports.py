@@ -26,7 +26,6 @@ from webapp.storage import db
 from webapp.storage.models import Tokenizer
 
 bp = Blueprint("imports", __name__)
-PATTERN_CHOICES = ("", "gpt2", "cl100k", "o200k")
 
 
 @bp.post("/import")

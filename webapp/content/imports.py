@@ -24,7 +24,6 @@ from webapp.storage.models import Tokenizer
 
 # reference-script file name -> the label pages show, in the order pages list them
 REFERENCES = {"gpt2": "GPT-2", "cl100k_base": "GPT-4", "o200k_base": "GPT-4o"}
-PREFERRED_REFERENCE = "GPT-4"
 
 
 def import_upload(

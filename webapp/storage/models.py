@@ -45,7 +45,6 @@ class JobStatus(StrEnum):
     INTERRUPTED = "interrupted"
 
 
-JOB_STATUSES = tuple(status.value for status in JobStatus)
 ACTIVE_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
 FINISHED_STATUSES = frozenset(JobStatus) - ACTIVE_STATUSES
 
@@ -189,13 +188,6 @@ class Tokenizer(Base):
     @property
     def alphabet_list(self) -> list[str] | None:
         return None if self.alphabet is None else json.loads(self.alphabet)
-
-    @property
-    def compression(self) -> float | None:
-        """Bytes of the corpus per token after training (higher is better)."""
-        if not self.final_token_count or self.corpus is None:
-            return None
-        return self.corpus.size_bytes / self.final_token_count
 
 
 class Merge(Base):
