@@ -4,7 +4,7 @@
   tokeniser's page; a refused file re-renders the home page with the reason (4xx).
 - `POST /api/tokenizers/import`: the same fields, answers 201 with the tokeniser's JSON.
 
-Whoever imports owns the tokeniser (issue 8), as an upload makes its corpus theirs: a visitor
+Whoever imports owns the tokeniser, as an upload makes its corpus theirs: a visitor
 with no owner yet becomes one, and the API's answer hands the new owner's token out once.
 """
 

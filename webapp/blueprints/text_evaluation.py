@@ -1,5 +1,5 @@
-"""Evaluating a tokeniser on pasted text, in the request (issue 11: "its own corpus, another
-one, or pasted text"):
+"""Evaluating a tokeniser on pasted text, in the request: for a text that is no corpus, the
+figures a corpus evaluation gives.
 
 - `GET /t/<slug>/evaluate`: the tokeniser page's "Evaluate" tab, a form for the text;
 - `POST /t/<slug>/evaluate` (`text`): the same figures as a corpus evaluation (bytes and

@@ -7,7 +7,7 @@ tokenisers, weather and bread), with numbers, a little Python and some non-Latin
 naive and chunked training differ visibly: naive merges across word boundaries (`e t`, `, the`),
 chunked never does. The text is the same on every machine and every start (a fixed seed).
 
-Ownership (issue 8): the sample is the site's, not a visitor's. Its corpus and its two
+Ownership: the sample is the site's, not a visitor's. Its corpus and its two
 tokenisers have no owner, so nobody can rename or delete them and everyone opens the same
 links; they are trained once (by `flask sample`, which `make run` runs, or by the first
 visitor's click) and from then on a visitor sees them with no wait, whatever the queue holds.

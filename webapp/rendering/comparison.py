@@ -215,7 +215,7 @@ def curve_plot(
     y_ticks = nice_ticks(min(y_values), max(y_values))
     y_low, y_high = y_ticks[0], y_ticks[-1]
     y_labels = [_label(t) + ("%" if relative else "") for t in y_ticks]
-    # The y title sits left of the widest tick label, never over it (issue 12, item 9).
+    # The y title sits left of the widest tick label, never over it: the margin grows with them.
     y_label_x = 16.0
     left = round(y_label_x + 14 + max(len(label) for label in y_labels) * TICK_CHAR_WIDTH)
     right, top, bottom = width - 150, 16, height - 52

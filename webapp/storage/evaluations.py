@@ -82,7 +82,7 @@ def longest_pairs(row: EvaluationRow) -> list[tuple[int, int]]:
 
 def candidates(session: Session, *, owner_id: int | None = None) -> list[Tokenizer]:
     """The references and the visitor's own live tokenisers, references first: what a corpus
-    can be evaluated with (issue 8: no list hands out another owner's link)."""
+    can be evaluated with (no list hands out a link to another owner's tokeniser)."""
     return list(
         session.scalars(
             select(Tokenizer)

@@ -301,7 +301,7 @@ class EvaluationRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
     corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
-    # Who asked for it last (issue 8): they may cancel it, and they see it even when the
+    # Who asked for it last: they may cancel it, and they see it even when the
     # tokeniser is not theirs. None: asked for before owners, or by the site.
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
     status: Mapped[str] = mapped_column(String(16), default="queued")  # a JobStatus value
