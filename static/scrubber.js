@@ -1,4 +1,4 @@
-// The merge scrubber and "why this split?" (issue 10). Everything here only enhances forms that
+// The merge scrubber and "why this split?". Everything here only enhances forms that
 // work without JavaScript: the slider is a form field, and the replay has its own form button.
 // Loaded with <script src defer>: no inline code, so it runs under the site's CSP.
 (function () {

@@ -13,6 +13,7 @@ import bpe
 from webapp.rendering import token_display, utf8
 from webapp.rendering.token_display import (
     INVALID_RULES,
+    InvalidRule,
     Piece,
     TokenInfo,
     byte_pieces,
@@ -113,7 +114,9 @@ def test_leading_combining_mark_gets_a_dotted_circle() -> None:
         ("replace", [("text", "x"), ("replacement", "\ufffd")]),
     ],
 )
-def test_the_three_rules_for_a_lone_partial_character(rule: str, expected: list) -> None:
+def test_the_three_rules_for_a_lone_partial_character(
+    rule: InvalidRule, expected: list[tuple[str, str]]
+) -> None:
     assert kinds(byte_pieces(b"x\xe4\xb8", invalid=rule)) == expected
 
 
@@ -132,7 +135,7 @@ def test_overlong_and_surrogate_encodings_are_not_characters() -> None:
 
 def test_unknown_rule_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="group"):
-        byte_pieces(b"a", invalid="drop")  # type: ignore[arg-type]
+        byte_pieces(b"a", invalid="drop")  # type: ignore[arg-type]  # not a rule, on purpose
 
 
 def test_group_rule_joins_tokens_that_split_a_character() -> None:
@@ -200,9 +203,9 @@ def test_counts() -> None:
 
 @given(st.binary(max_size=40), st.sampled_from(INVALID_RULES), st.booleans())
 def test_no_piece_ever_holds_a_character_that_needs_escaping(
-    data: bytes, rule: str, whitespace: bool
+    data: bytes, rule: InvalidRule, whitespace: bool
 ) -> None:
-    for piece in byte_pieces(data, invalid=rule, whitespace=whitespace):  # type: ignore[arg-type]
+    for piece in byte_pieces(data, invalid=rule, whitespace=whitespace):
         assert not any(needs_escape(c) for c in piece.text), piece
         assert "\x00" not in piece.text and "\u202e" not in piece.text
 

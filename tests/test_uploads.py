@@ -105,6 +105,72 @@ def test_body_far_over_the_limit_is_refused_before_reading(app_config):
     assert_nothing_left(app)
 
 
+class CountingInput(io.BytesIO):
+    """A request body as the WSGI server hands it over, counting the bytes the app reads."""
+
+    bytes_read = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self.bytes_read += len(data)
+        return data
+
+    def read1(self, size: int = -1) -> bytes:
+        data = super().read1(size)
+        self.bytes_read += len(data)
+        return data
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        count = super().readinto(buffer)
+        self.bytes_read += count
+        return count
+
+    def readline(self, size: int | None = -1) -> bytes:
+        data = super().readline(size)
+        self.bytes_read += len(data)
+        return data
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_over_the_request_limit_is_refused_having_read_at_most_the_limit(
+    app_config, chunked
+):
+    """MAX_CONTENT_LENGTH at work: a multipart body is parsed (its file spooled to disk)
+    before any view sees it, so without the app's request limit a body of any size is read to
+    its end and only then refused by the upload's own check. A declared Content-Length over the
+    limit is refused before a byte is read; a chunked body once the limit is passed."""
+    from webapp import create_app
+
+    app_config["MAX_UPLOAD_BYTES"] = app_config["MAX_IMPORT_BYTES"] = 1000
+    app = create_app(app_config)
+    # The app's request limit is then about 1 MB (the larger of those, plus a margin for the
+    # form's other fields); the body is 8 MB, so reading it whole cannot pass for "the limit".
+    read_at_most = 2 * 1024 * 1024
+    boundary = "limit-test-boundary"
+    body = CountingInput(
+        (
+            f"--{boundary}\r\n"
+            'Content-Disposition: form-data; name="file"; filename="big.txt"\r\n'
+            "Content-Type: text/plain\r\n\r\n"
+        ).encode()
+        + b"x" * (8 * 1024 * 1024)
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    size = len(body.getvalue())
+    headers = {"Transfer-Encoding": "chunked"} if chunked else {}
+    response = app.test_client().post(
+        "/corpora",
+        input_stream=body,
+        content_type=f"multipart/form-data; boundary={boundary}",
+        headers=headers,
+        # a server that de-chunks the body says so; without it Werkzeug reads nothing at all
+        environ_overrides={"wsgi.input_terminated": True} if chunked else {},
+    )
+    assert response.status_code == 413
+    assert body.bytes_read <= read_at_most, f"read {body.bytes_read:,} of the {size:,} bytes"
+    assert_nothing_left(app)
+
+
 def test_default_limit_is_200_mb(app):
     assert app.config["MAX_UPLOAD_BYTES"] == 200 * 1000 * 1000
     assert "200 MB" in app.test_client().get("/").get_data(as_text=True)

@@ -169,7 +169,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_SWEEP_INTERVAL": 5.0,
         "AUTO_MIGRATE": True,
         "PLAYGROUND_MAX_BYTES": 50_000,
-        # Pasted text evaluated in the request: ~1 s of encoding on this machine, bounded memory.
+        # Pasted text is evaluated inside the request, so its size bounds the request's time.
         "EVALUATE_MAX_BYTES": 1_000_000,
         "SQLITE_BUSY_TIMEOUT": 30.0,
     }

@@ -13,6 +13,10 @@ restart recovers what was left. Set `PORT` (default 5000) and `HOST` (default 12
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gunicorn.arbiter import Arbiter
 
 bind = f"{os.environ.get('HOST') or '127.0.0.1'}:{os.environ.get('PORT') or '5000'}"
 workers = int(os.environ.get("WEB_CONCURRENCY") or min(os.cpu_count() or 1, 4))
@@ -31,7 +35,7 @@ worker_class = "webapp.gunicorn_worker.JsonErrorThreadWorker"
 limit_request_line = 8190
 
 
-def on_starting(server) -> None:
+def on_starting(server: Arbiter) -> None:
     """In the master, before any worker starts: a corrupt database stops the server here with
     one line (a worker that exited at boot would only be started again and again), and the
     schema is upgraded once rather than by every worker at the same moment."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gunicorn import util  # type: ignore[import-untyped]
-from gunicorn.workers.gthread import ThreadWorker  # type: ignore[import-untyped]
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
 
 
 def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:

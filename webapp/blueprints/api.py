@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, current_app, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from webapp.plumbing import owners
 from webapp.plumbing.inputs import json_object
@@ -32,19 +33,14 @@ bp = Blueprint("api", __name__, url_prefix="/api/t")
 MAX_DECODE_IDS = 200_000
 
 
-def _tokenizer(slug: str):
-    session = db.session()
-    row = browse.get_tokenizer(session, slug)
-    return session, row
-
-
 def _json_body() -> dict[str, Any]:
     return json_object('{"text": "hello"}')
 
 
 @bp.get("/<slug>")
-def metadata(slug: str):
-    session, row = _tokenizer(slug)
+def metadata(slug: str) -> ResponseReturnValue:
+    session = db.session()
+    row = browse.get_tokenizer(session, slug)
     corpus = browse.corpus_of(session, row)
     size = corpus.size_bytes if corpus else None
     return jsonify(
@@ -104,7 +100,7 @@ def _allowed_special(raw: Any, specials: dict[str, int]) -> Any:
 
 
 @bp.route("/<slug>/encode", methods=["GET", "POST"])
-def encode(slug: str):
+def encode(slug: str) -> ResponseReturnValue:
     session = db.session()
     tokenizer_id = browse.live_tokenizer_id(session, slug)
     if request.method == "POST":
@@ -125,8 +121,9 @@ def encode(slug: str):
 
 
 @bp.post("/<slug>/decode")
-def decode(slug: str):
-    session, row = _tokenizer(slug)
+def decode(slug: str) -> ResponseReturnValue:
+    session = db.session()
+    row = browse.get_tokenizer(session, slug)
     ids = _json_body().get("ids")
     if not isinstance(ids, list) or not all(type(i) is int for i in ids):
         raise UserError('Give the ids as a list of whole numbers: {"ids": [104, 105]}.', status=400)
@@ -146,8 +143,9 @@ def decode(slug: str):
 
 
 @bp.get("/<slug>/merges")
-def merges(slug: str):
-    session, row = _tokenizer(slug)
+def merges(slug: str) -> ResponseReturnValue:
+    session = db.session()
+    row = browse.get_tokenizer(session, slug)
     page = browse.merges_page(session, row, browse.MergeQuery.from_args(request.args))
     return jsonify(
         **_paging(page),
@@ -170,8 +168,9 @@ def merges(slug: str):
 
 
 @bp.get("/<slug>/vocab")
-def vocab(slug: str):
-    session, row = _tokenizer(slug)
+def vocab(slug: str) -> ResponseReturnValue:
+    session = db.session()
+    row = browse.get_tokenizer(session, slug)
     page = browse.vocab_page(session, row, browse.VocabQuery.from_args(request.args))
     describer = describer_for(session, row)
     return jsonify(

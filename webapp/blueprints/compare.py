@@ -17,10 +17,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from flask import Blueprint, make_response, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from werkzeug.datastructures import MultiDict
 
 from webapp.blueprints.pages import (
     get_corpus_or_404,
@@ -34,6 +45,8 @@ from webapp.plumbing.htmx import is_fragment_request, page_or_fragment, refuse_i
 from webapp.refusals import UserError
 from webapp.rendering.chips import NO_MARK, Mark, encoded_chips
 from webapp.rendering.comparison import (
+    SetOverlap,
+    TokenKey,
     crossing_ids,
     curve,
     curve_plot,
@@ -59,11 +72,15 @@ SET_RULES = tuple(
 SCRUB_MODES = ("count", "fraction")
 PER_MILLE = 1000  # the fraction slider's steps
 
+View = TypeVar("View", bound=Callable[..., ResponseReturnValue])
 
-def set_routes(suffix: str = "", methods: tuple[str, ...] = ("GET",), sizes=(2, 3, 4)):
+
+def set_routes(
+    suffix: str = "", methods: tuple[str, ...] = ("GET",), sizes: tuple[int, ...] = (2, 3, 4)
+) -> Callable[[View], View]:
     """Register a view under the address of every set size (the 2-way one is the old URL)."""
 
-    def register(view):
+    def register(view: View) -> View:
         for size in sizes:
             bp.add_url_rule(SET_RULES[size - 2] + suffix, view_func=view, methods=list(methods))
         return view
@@ -72,13 +89,14 @@ def set_routes(suffix: str = "", methods: tuple[str, ...] = ("GET",), sizes=(2, 
 
 
 @bp.app_template_global()
-def compare_url(endpoint: str, slugs, **query) -> str:
+def compare_url(endpoint: str, slugs: Iterable[str], **query: Any) -> str:
     """url_for for a set's pages: compare_url("compare.encode", ["a", "b", "c"])."""
-    return url_for(endpoint, **dict(zip(SLUG_ARGS, slugs, strict=False)), **query)
+    values: dict[str, Any] = dict(zip(SLUG_ARGS, slugs, strict=False))  # url_for's **values
+    return url_for(endpoint, **values, **query)
 
 
 # ----- the set --------------------------------------------------------------------------------
-def _sides(slugs: list[str]) -> dict:
+def _sides(slugs: list[str]) -> dict[str, Any]:
     session = db.session()
     members = compare_sets.load_set(session, slugs)
     sides: list[dict[str, Any]] = [
@@ -100,7 +118,7 @@ def _sides(slugs: list[str]) -> dict:
     return context
 
 
-def _overview(context: dict) -> dict:
+def _overview(context: dict[str, Any]) -> dict[str, Any]:
     """The parts of the page that do not change with the merges page or the text box."""
     sides = context["sides"]
     curves = [  # imported tokenisers were not trained here: they have no curve
@@ -124,14 +142,16 @@ def _overview(context: dict) -> dict:
     return result
 
 
-def _name(side: dict) -> str:
+def _name(side: dict[str, Any]) -> str:
     row = side["row"]
     if row.imported:
         return f"{side['letter'].upper()} · {row.reference or row.source_name} · {row.vocab_size:,}"
     return f"{side['letter'].upper()} · {row.mode} · {row.vocab_size:,}"
 
 
-def _overlap_views(sides: list[dict], shared) -> dict:
+def _overlap_views(
+    sides: list[dict[str, Any]], shared: SetOverlap
+) -> dict[str, list[dict[str, Any]]]:
     shown = {}
     for side, ids in zip(sides, shared.top_only, strict=True):
         shown[side["letter"]] = [
@@ -142,7 +162,7 @@ def _overlap_views(sides: list[dict], shared) -> dict:
 
 
 # ----- merges side by side -----------------------------------------------------------------------
-def _merges(context: dict, args) -> dict:
+def _merges(context: dict[str, Any], args: MultiDict[str, str]) -> dict[str, Any]:
     sides = context["sides"]
     # The sides are aligned by rank, so this list has no other order and no filters; its
     # parameters are still checked like every list's, and a filter is refused, not ignored.
@@ -167,14 +187,16 @@ def _merges(context: dict, args) -> dict:
     return {"merge_page": page, "merge_rows": rows, "list_display": display}
 
 
-def _learned(side: dict) -> dict:
+def _learned(side: dict[str, Any]) -> dict[TokenKey, tuple[int, int]]:
     """The side's learned tokens, computed once and only for the merges table."""
     if "learned" not in side:
         side["learned"] = learned_tokens(side["tok"])
     return side["learned"]
 
 
-def _merge_cell(sides: list[dict], this: dict, rank: int, display: Display) -> dict | None:
+def _merge_cell(
+    sides: list[dict[str, Any]], this: dict[str, Any], rank: int, display: Display
+) -> dict[str, Any] | None:
     tok = this["tok"]
     if rank >= len(tok.merges):
         return None
@@ -198,7 +220,7 @@ def _merge_cell(sides: list[dict], this: dict, rank: int, display: Display) -> d
 
 
 # ----- the shared text box, its diff and its scrubber --------------------------------------------
-def _scrub_setting(sides: list[dict], values) -> dict:
+def _scrub_setting(sides: list[dict[str, Any]], values: MultiDict[str, str]) -> dict[str, Any]:
     """One slider for every row: `by=count` moves k merges in each (capped at each one's own),
     `by=fraction` the same share of each one's merges (k in thousandths)."""
     by = values.get("by", "count")
@@ -237,7 +259,7 @@ def _diff_mark(cut: bool, inside: int) -> Mark:
     return classes, note, note
 
 
-def _encoded(context: dict, values) -> dict:
+def _encoded(context: dict[str, Any], values: MultiDict[str, str]) -> dict[str, Any]:
     text = values.get("text", "")
     display = Display.from_args(values)
     check_playground_text(text)
@@ -285,28 +307,28 @@ def _encoded(context: dict, values) -> dict:
 
 
 # ----- pages -------------------------------------------------------------------------------------
-def _slugs(slugs: dict) -> list[str]:
+def _slugs(slugs: dict[str, str]) -> list[str]:
     return [slugs[arg] for arg in SLUG_ARGS if arg in slugs]
 
 
 @set_routes()
-def show(**slugs: str):
+def show(**slugs: str) -> ResponseReturnValue:
     return _render(_slugs(slugs), "compare/_encoded.html", request.args)
 
 
 @set_routes("/merges")
-def merges(**slugs: str):
+def merges(**slugs: str) -> ResponseReturnValue:
     return _render(_slugs(slugs), "compare/_merges.html", request.args)
 
 
 @set_routes("/encode", methods=("GET", "POST"))
-def encode(**slugs: str):
+def encode(**slugs: str) -> ResponseReturnValue:
     values = request.form if request.method == "POST" else request.args
     return _render(_slugs(slugs), "compare/_encoded.html", values)
 
 
 @set_routes("/add", sizes=(2, 3))
-def add(**slugs: str):
+def add(**slugs: str) -> ResponseReturnValue:
     """The page's "add a tokeniser" form: a pick from the list, or a pasted link or id."""
     current = _slugs(slugs)
     compare_sets.load_set(db.session(), current)
@@ -315,7 +337,7 @@ def add(**slugs: str):
     return redirect(compare_url("compare.show", [*current, addition]), code=303)
 
 
-def _render(slugs: list[str], fragment: str, values):
+def _render(slugs: list[str], fragment: str, values: MultiDict[str, str]) -> Response:
     """The whole page, or (htmx) only the fragment, computing only what that one shows."""
     context = _sides(slugs)
     wants_page = not is_fragment_request()
@@ -338,7 +360,7 @@ def _render(slugs: list[str], fragment: str, values):
 
 
 @bp.get("/compare/<slug_a>/with")
-def pick(slug_a: str):
+def pick(slug_a: str) -> ResponseReturnValue:
     """The tokeniser page's "compare with…" form lands here and is sent to the permalink."""
     slug_b = request.args.get("b", "")
     browse.get_tokenizer(db.session(), slug_a)
@@ -348,7 +370,7 @@ def pick(slug_a: str):
 
 # ----- naive vs chunked from the corpus page -----------------------------------------------------
 @bp.post("/c/<slug>/compare")
-def start(slug: str):
+def start(slug: str) -> ResponseReturnValue:
     corpus = get_corpus_or_404(slug)
     require_training_allowed(corpus)
     form = request.form.to_dict()
@@ -364,7 +386,7 @@ def start(slug: str):
     )
 
 
-def _jobs_context(slug: str, job_a: int, job_b: int) -> dict:
+def _jobs_context(slug: str, job_a: int, job_b: int) -> dict[str, Any]:
     corpus, first = get_job_or_404(slug, job_a)
     _, second = get_job_or_404(slug, job_b)
     jobs = [first, second]
@@ -383,12 +405,12 @@ def _jobs_context(slug: str, job_a: int, job_b: int) -> dict:
 
 
 @bp.get("/c/<slug>/compare/jobs/<int:job_a>/<int:job_b>")
-def jobs(slug: str, job_a: int, job_b: int):
+def jobs(slug: str, job_a: int, job_b: int) -> ResponseReturnValue:
     return render_template("compare/jobs.html", **_jobs_context(slug, job_a, job_b))
 
 
 @bp.get("/c/<slug>/compare/jobs/<int:job_a>/<int:job_b>/ready")
-def jobs_ready(slug: str, job_a: int, job_b: int):
+def jobs_ready(slug: str, job_a: int, job_b: int) -> ResponseReturnValue:
     """Polled by the jobs page; once both succeeded, htmx is sent on to the compare page."""
     context = _jobs_context(slug, job_a, job_b)
     response = make_response(render_template("compare/_jobs_ready.html", **context))

@@ -13,6 +13,7 @@ from flask import (
     request,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 
 from webapp.blueprints.pages import (
     corpus_json,
@@ -94,7 +95,7 @@ def _form_source() -> tuple[ByteReader, str | None]:
 
 
 @bp.post("/corpora")
-def upload():
+def upload() -> ResponseReturnValue:
     try:
         stream, filename = _form_source()
         corpus, _created = _ingest(stream, name=request.form.get("name"), filename=filename)
@@ -112,7 +113,7 @@ def upload():
 
 
 @bp.post("/api/corpora")
-def api_upload():
+def api_upload() -> ResponseReturnValue:
     """JSON API: a JSON body {"text", "name"}, a multipart form, or the raw text as the body
     (name and filename then come from the query string)."""
     expected = None  # for a raw body: the Content-Length the client promised
@@ -147,12 +148,12 @@ def api_upload():
 
 
 @bp.get("/c/<slug>")
-def show(slug: str):
+def show(slug: str) -> ResponseReturnValue:
     return render_corpus(get_corpus_or_404(slug))
 
 
 @bp.post("/c/<slug>/train")
-def train(slug: str):
+def train(slug: str) -> ResponseReturnValue:
     corpus = get_corpus_or_404(slug)
     require_training_allowed(corpus)
     try:

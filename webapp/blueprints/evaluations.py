@@ -24,6 +24,7 @@ from flask import (
     request,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 
 from webapp.blueprints.pages import get_corpus_or_404, require_training_allowed
 from webapp.jobs import evaluations
@@ -33,6 +34,7 @@ from webapp.rendering import evaluations as evaluation_display
 from webapp.storage import browse, db
 from webapp.storage import evaluations as evaluation_rows
 from webapp.storage.convert import load_tokenizer
+from webapp.storage.models import Corpus, EvaluationRow
 
 bp = Blueprint("evaluations", __name__)
 
@@ -42,7 +44,7 @@ def runner() -> EvaluationRunner:
 
 
 @bp.post("/c/<slug>/evaluate")
-def evaluate(slug: str):
+def evaluate(slug: str) -> ResponseReturnValue:
     corpus = get_corpus_or_404(slug)
     require_training_allowed(corpus)
     choice = request.form.get("tokenizer", "")
@@ -52,7 +54,7 @@ def evaluate(slug: str):
 
 
 @bp.get("/c/<slug>/evaluations")
-def table(slug: str):
+def table(slug: str) -> ResponseReturnValue:
     corpus = get_corpus_or_404(slug)
     if not request.headers.get("HX-Request"):
         return redirect(url_for("corpora.show", slug=corpus.slug, sort=request.args.get("sort"))
@@ -63,7 +65,9 @@ def table(slug: str):
     return render_template("corpora/_evaluations.html", corpus=corpus, **context)
 
 
-def _evaluation_or_404(slug: str, evaluation_id: int, *, to_change: bool = False):
+def _evaluation_or_404(
+    slug: str, evaluation_id: int, *, to_change: bool = False
+) -> tuple[Corpus, EvaluationRow]:
     corpus = get_corpus_or_404(slug)
     row = evaluation_rows.get_evaluation(
         db.session(),
@@ -77,7 +81,7 @@ def _evaluation_or_404(slug: str, evaluation_id: int, *, to_change: bool = False
 
 
 @bp.get("/c/<slug>/evaluations/<int:evaluation_id>")
-def show(slug: str, evaluation_id: int):
+def show(slug: str, evaluation_id: int) -> ResponseReturnValue:
     corpus, row = _evaluation_or_404(slug, evaluation_id)
     figures = evaluation_rows.figures_of(row)
     tok = load_tokenizer(db.session(), row.tokenizer)
@@ -91,7 +95,7 @@ def show(slug: str, evaluation_id: int):
 
 
 @bp.get("/c/<slug>/evaluations/<int:evaluation_id>.json")
-def show_json(slug: str, evaluation_id: int):
+def show_json(slug: str, evaluation_id: int) -> ResponseReturnValue:
     corpus, row = _evaluation_or_404(slug, evaluation_id)
     status = evaluations.status_of(row)
     return jsonify(
@@ -104,7 +108,7 @@ def show_json(slug: str, evaluation_id: int):
 
 
 @bp.post("/c/<slug>/evaluations/<int:evaluation_id>/cancel")
-def cancel(slug: str, evaluation_id: int):
+def cancel(slug: str, evaluation_id: int) -> ResponseReturnValue:
     corpus, row = _evaluation_or_404(slug, evaluation_id, to_change=True)
     owners.require_owner(row, "evaluation")
     evaluations.request_cancel(db.get_db(), evaluation_id)

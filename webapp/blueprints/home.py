@@ -4,6 +4,7 @@ slugs of other people's corpora and tokenisers are their keys)."""
 from __future__ import annotations
 
 from flask import Blueprint, current_app, send_from_directory
+from flask.typing import ResponseReturnValue
 
 from webapp.blueprints.pages import render_home
 
@@ -11,12 +12,12 @@ bp = Blueprint("home", __name__)
 
 
 @bp.get("/")
-def index():
+def index() -> ResponseReturnValue:
     return render_home()
 
 
 @bp.get("/favicon.ico")
-def favicon():
+def favicon() -> ResponseReturnValue:
     """Browsers ask for /favicon.ico whatever the page links; answer with our own icon."""
     return send_from_directory(
         current_app.static_folder or "static",

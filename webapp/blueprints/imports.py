@@ -4,13 +4,17 @@
   tokeniser's page; a refused file re-renders the home page with the reason (4xx).
 - `POST /api/tokenizers/import`: the same fields, answers 201 with the tokeniser's JSON.
 
-Whoever imports owns the tokeniser (issue 8), as an upload makes its corpus theirs: a visitor
+Whoever imports owns the tokeniser, as an upload makes its corpus theirs: a visitor
 with no owner yet becomes one, and the API's answer hands the new owner's token out once.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, current_app, jsonify, redirect, request, url_for
+from flask.typing import ResponseReturnValue
+from werkzeug.datastructures import FileStorage
 
 import bpe
 from bpe.importers import import_bytes
@@ -22,11 +26,10 @@ from webapp.storage import db
 from webapp.storage.models import Tokenizer
 
 bp = Blueprint("imports", __name__)
-PATTERN_CHOICES = ("", "gpt2", "cl100k", "o200k")
 
 
 @bp.post("/import")
-def import_form():
+def import_form() -> ResponseReturnValue:
     try:
         row = _import_request()
     except UserError as exc:
@@ -35,7 +38,7 @@ def import_form():
 
 
 @bp.post("/api/tokenizers/import")
-def import_api():
+def import_api() -> ResponseReturnValue:
     row = _import_request()
     body = imported_json(row)
     token = owners.new_owner_token()  # only when this import made its owner
@@ -44,7 +47,7 @@ def import_api():
     return jsonify(body), 201
 
 
-def imported_json(row: Tokenizer) -> dict:
+def imported_json(row: Tokenizer) -> dict[str, Any]:
     return {
         "slug": row.slug,
         "url": url_for("tokenizers.show", slug=row.slug, _external=True),
@@ -84,7 +87,7 @@ def _import_request() -> Tokenizer:
     return store_upload(db.get_db(), tok, owner_id=owners.owner_id_for_write())
 
 
-def _read_limited(upload, limit: int, what: str) -> bytes:
+def _read_limited(upload: FileStorage, limit: int, what: str) -> bytes:
     raw = upload.stream.read(limit + 1)
     if len(raw) > limit:
         raise UserError(f"The {what} is larger than the limit of {human_bytes(limit)}.", status=413)

@@ -3,7 +3,10 @@ JSON API that queues a job and reports on it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, jsonify, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from webapp.blueprints.pages import (
     get_corpus_or_404,
@@ -24,7 +27,7 @@ bp = Blueprint("jobs", __name__)
 
 
 @bp.get("/c/<slug>/jobs/<int:job_id>")
-def show(slug: str, job_id: int):
+def show(slug: str, job_id: int) -> ResponseReturnValue:
     corpus, job = get_job_or_404(slug, job_id)
     if request.headers.get("HX-Request"):
         return render_template("jobs/_status.html", corpus=corpus, job=job)
@@ -32,13 +35,13 @@ def show(slug: str, job_id: int):
 
 
 @bp.get("/c/<slug>/jobs/<int:job_id>/status")
-def status(slug: str, job_id: int):
+def status(slug: str, job_id: int) -> ResponseReturnValue:
     corpus, job = get_job_or_404(slug, job_id)
     return render_template("jobs/_status.html", corpus=corpus, job=job)
 
 
 @bp.post("/c/<slug>/jobs/<int:job_id>/cancel")
-def cancel(slug: str, job_id: int):
+def cancel(slug: str, job_id: int) -> ResponseReturnValue:
     corpus, job = get_owned_job(slug, job_id)
     get_jobs().request_cancel(job.id)
     if request.headers.get("HX-Request"):
@@ -48,7 +51,7 @@ def cancel(slug: str, job_id: int):
 
 
 @bp.post("/c/<slug>/jobs/<int:job_id>/rerun")
-def rerun(slug: str, job_id: int):
+def rerun(slug: str, job_id: int) -> ResponseReturnValue:
     corpus, job = get_owned_job(slug, job_id)
     try:
         new_id = get_jobs().rerun(job.id, owner_id=job.owner_id)
@@ -60,7 +63,7 @@ def rerun(slug: str, job_id: int):
 
 # ----- JSON ---------------------------------------------------------------------------------
 @bp.post("/api/corpora/<slug>/jobs")
-def api_train(slug: str):
+def api_train(slug: str) -> ResponseReturnValue:
     """Queue a training job from a JSON object with the train form's fields; 202 and the job.
     Settings that cannot work are a 422 here too, with nothing queued."""
     corpus = get_corpus_or_404(slug)
@@ -78,12 +81,12 @@ def api_train(slug: str):
 
 
 @bp.get("/api/corpora/<slug>/jobs/<int:job_id>")
-def api_job(slug: str, job_id: int):
+def api_job(slug: str, job_id: int) -> ResponseReturnValue:
     corpus, job = get_job_or_404(slug, job_id)
     return jsonify(job_json(corpus, job))
 
 
-def job_json(corpus: Corpus, job: TrainingJob) -> dict:
+def job_json(corpus: Corpus, job: TrainingJob) -> dict[str, Any]:
     tokenizer = job.tokenizer
     return {
         "id": job.id,

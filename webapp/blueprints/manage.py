@@ -14,23 +14,25 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, flash, jsonify, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from webapp.blueprints.pages import corpus_json, get_corpus_or_404
 from webapp.jobs import get_jobs
 from webapp.plumbing import owners
 from webapp.refusals import UserError
 from webapp.storage import browse, db, manage
+from webapp.storage.models import Corpus, Tokenizer
 
 bp = Blueprint("manage", __name__)
 
 
-def _owned_corpus(slug: str):
+def _owned_corpus(slug: str) -> Corpus:
     corpus = get_corpus_or_404(slug)
     owners.require_owner(corpus, "corpus")
     return corpus
 
 
-def _owned_tokenizer(slug: str):
+def _owned_tokenizer(slug: str) -> Tokenizer:
     row = browse.get_tokenizer(db.session(), slug)
     owners.require_owner(row, "tokeniser")
     return row
@@ -42,7 +44,7 @@ def _cancel_active_jobs(corpus_id: int) -> None:
         runner.request_cancel(job_id)
 
 
-def _delete_corpus(corpus, confirmed: int | None) -> None:
+def _delete_corpus(corpus: Corpus, confirmed: int | None) -> None:
     # Asked again before anything is cancelled; delete_corpus asks once more in its transaction.
     manage.check_confirmed(manage.footprint(db.session(), corpus.id).tokenizers, confirmed)
     _cancel_active_jobs(corpus.id)
@@ -58,7 +60,7 @@ def _flag(value: Any) -> bool:
 
 # ----- forms -------------------------------------------------------------------------------------
 @bp.post("/c/<slug>/rename")
-def rename_corpus(slug: str):
+def rename_corpus(slug: str) -> ResponseReturnValue:
     corpus = _owned_corpus(slug)
     name = manage.clean_corpus_name(request.form.get("name"))
     manage.rename_corpus(db.get_db(), corpus.id, name)
@@ -66,14 +68,14 @@ def rename_corpus(slug: str):
 
 
 @bp.post("/c/<slug>/training")
-def corpus_training(slug: str):
+def corpus_training(slug: str) -> ResponseReturnValue:
     corpus = _owned_corpus(slug)
     manage.set_allow_training(db.get_db(), corpus.id, _flag(request.form.get("allow", "")))
     return redirect(url_for("corpora.show", slug=slug), code=303)
 
 
 @bp.route("/c/<slug>/delete", methods=["GET", "POST"])
-def delete_corpus(slug: str):
+def delete_corpus(slug: str) -> ResponseReturnValue:
     corpus = _owned_corpus(slug)
     counts = manage.footprint(db.session(), corpus.id)
     if request.method == "GET":
@@ -93,7 +95,7 @@ def delete_corpus(slug: str):
 
 
 @bp.post("/t/<slug>/rename")
-def rename_tokenizer(slug: str):
+def rename_tokenizer(slug: str) -> ResponseReturnValue:
     row = _owned_tokenizer(slug)
     name = manage.clean_name(request.form.get("name"), what="tokeniser", allow_empty=True)
     manage.rename_tokenizer(db.get_db(), row.id, name)
@@ -101,7 +103,7 @@ def rename_tokenizer(slug: str):
 
 
 @bp.route("/t/<slug>/delete", methods=["GET", "POST"])
-def delete_tokenizer(slug: str):
+def delete_tokenizer(slug: str) -> ResponseReturnValue:
     row = _owned_tokenizer(slug)
     if request.method == "GET":
         return render_template("manage/delete_tokenizer.html", row=row)
@@ -120,13 +122,13 @@ def _json_object() -> dict[str, Any]:
 
 
 @bp.get("/api/corpora/<slug>")
-def api_corpus(slug: str):
+def api_corpus(slug: str) -> ResponseReturnValue:
     corpus = get_corpus_or_404(slug)
     return jsonify(corpus_json(corpus) | {"owned": owners.owns(corpus)})
 
 
 @bp.patch("/api/corpora/<slug>")
-def api_update_corpus(slug: str):
+def api_update_corpus(slug: str) -> ResponseReturnValue:
     corpus = _owned_corpus(slug)
     data = _json_object()
     if "name" in data:
@@ -141,7 +143,7 @@ def api_update_corpus(slug: str):
 
 
 @bp.delete("/api/corpora/<slug>")
-def api_delete_corpus(slug: str):
+def api_delete_corpus(slug: str) -> ResponseReturnValue:
     """Deleting a corpus with tokenisers needs `{"delete_tokenizers": true}` (or
     `?delete_tokenizers=true`): they go with it."""
     corpus = _owned_corpus(slug)
@@ -152,7 +154,7 @@ def api_delete_corpus(slug: str):
 
 
 @bp.patch("/api/t/<slug>")
-def api_update_tokenizer(slug: str):
+def api_update_tokenizer(slug: str) -> ResponseReturnValue:
     row = _owned_tokenizer(slug)
     data = _json_object()
     name = row.name
@@ -163,7 +165,7 @@ def api_update_tokenizer(slug: str):
 
 
 @bp.delete("/api/t/<slug>")
-def api_delete_tokenizer(slug: str):
+def api_delete_tokenizer(slug: str) -> ResponseReturnValue:
     row = _owned_tokenizer(slug)
     db.session().rollback()
     manage.delete_tokenizer(db.get_db(), row.id)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from flask import Blueprint, jsonify, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from webapp.plumbing import owners
 
@@ -15,12 +16,12 @@ bp = Blueprint("owner", __name__)
 
 
 @bp.get("/owner/claim")
-def claim_page():
+def claim_page() -> ResponseReturnValue:
     return render_template("owner/claim.html")
 
 
 @bp.post("/owner/claim")
-def claim():
+def claim() -> ResponseReturnValue:
     token = request.form.get("token", "")
     owners.claim(token)
     response = redirect(url_for("home.index", claimed=1), code=303)
@@ -29,7 +30,7 @@ def claim():
 
 
 @bp.post("/api/owners")
-def api_new_owner():
+def api_new_owner() -> ResponseReturnValue:
     if owners.current_owner_id() is not None:
         return jsonify(
             error="This request already proves an owner; keep using that token.", status=409

@@ -4,6 +4,8 @@ may train on a corpus, a corpus as JSON, and what every tokeniser page's header 
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import abort, render_template, request
 
 import bpe
@@ -67,7 +69,7 @@ def require_training_allowed(corpus: Corpus) -> None:
         )
 
 
-def corpus_json(corpus: Corpus) -> dict:
+def corpus_json(corpus: Corpus) -> dict[str, Any]:
     return {
         "slug": corpus.slug,
         "url": external_url("corpora.show", slug=corpus.slug),
@@ -99,9 +101,9 @@ def render_home(
     *,
     error: str | None = None,
     status: int = 200,
-    form: dict | None = None,
+    form: dict[str, str] | None = None,
     import_error: str | None = None,
-):
+) -> tuple[str, int]:
     """The home page, also re-rendered with an error when an upload or import is refused."""
 
     session = db.session()
@@ -121,8 +123,12 @@ def render_home(
 
 
 def render_corpus(
-    corpus: Corpus, *, error: str | None = None, status: int = 200, form: dict | None = None
-):
+    corpus: Corpus,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    form: dict[str, str] | None = None,
+) -> tuple[str, int]:
     """The corpus page, also re-rendered with an error when a training is refused.
 
     A visitor sees only their own jobs and tokenisers here: the corpus link gives away no
@@ -150,7 +156,7 @@ def render_corpus(
     return html, status
 
 
-def tokenizer_context(slug: str) -> dict:
+def tokenizer_context(slug: str) -> dict[str, Any]:
     """What the header and tabs of every tokeniser page need (templates/tokenizers/layout.html);
     a missing or deleted tokeniser is the 404."""
     session = db.session()

@@ -4,6 +4,7 @@ pair and lands on their naive-vs-chunked comparison (webapp/content/sample.py sa
 from __future__ import annotations
 
 from flask import Blueprint, current_app, make_response, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
 
 from webapp.blueprints.pages import render_home
 from webapp.content.sample import comparison_url, find_sample, start_sample
@@ -14,9 +15,10 @@ bp = Blueprint("sample", __name__)
 
 
 @bp.post("/sample")
-def start():
+def start() -> ResponseReturnValue:
     try:
-        start_sample(current_app._get_current_object())  # type: ignore[attr-defined]
+        app = current_app._get_current_object()  # type: ignore[attr-defined]  # typed as the Flask it proxies
+        start_sample(app)
     except UserError as exc:  # the queue is full: say so where the button was
         return render_home(error=exc.message, status=exc.status)
     db.session().rollback()  # see the rows just written
@@ -25,7 +27,7 @@ def start():
 
 
 @bp.get("/sample")
-def show():
+def show() -> ResponseReturnValue:
     state = find_sample(db.session())
     if state.ready:
         return redirect(comparison_url(state) or "", code=303)
@@ -33,7 +35,7 @@ def show():
 
 
 @bp.get("/sample/status")
-def status():
+def status() -> ResponseReturnValue:
     """Polled by the sample page; once both tokenisers exist, htmx is sent to the comparison."""
     state = find_sample(db.session())
     response = make_response(render_template("sample/_status.html", state=state))

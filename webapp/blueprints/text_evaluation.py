@@ -1,5 +1,5 @@
-"""Evaluating a tokeniser on pasted text, in the request (issue 11: "its own corpus, another
-one, or pasted text"):
+"""Evaluating a tokeniser on pasted text, in the request: for a text that is no corpus, the
+figures a corpus evaluation gives.
 
 - `GET /t/<slug>/evaluate`: the tokeniser page's "Evaluate" tab, a form for the text;
 - `POST /t/<slug>/evaluate` (`text`): the same figures as a corpus evaluation (bytes and
@@ -16,6 +16,7 @@ larger text is uploaded as a corpus and evaluated there, in the background.
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, render_template, request
+from flask.typing import ResponseReturnValue
 
 from bpe.evaluate import evaluate
 from webapp.blueprints.pages import tokenizer_context
@@ -46,7 +47,7 @@ def _checked_text(text: object) -> str:
 
 
 @bp.route("/t/<slug>/evaluate", methods=["GET", "POST"])
-def page(slug: str):
+def page(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     text, figures, lists = "", None, {}
     if request.method == "POST":
@@ -61,7 +62,7 @@ def page(slug: str):
 
 
 @bp.post("/api/t/<slug>/evaluate")
-def api(slug: str):
+def api(slug: str) -> ResponseReturnValue:
     session = db.session()
     row = browse.get_tokenizer(session, slug)
     text = _checked_text(json_object('{"text": "some text to measure"}').get("text"))

@@ -8,6 +8,8 @@ a full page back; with htmx the same URLs swap in just the results.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import (
     Blueprint,
     Response,
@@ -17,6 +19,8 @@ from flask import (
     request,
     url_for,
 )
+from flask.typing import ResponseReturnValue
+from werkzeug.datastructures import MultiDict
 
 import bpe
 from bpe.token_info import CATEGORIES, merge_tree, token_category
@@ -54,7 +58,7 @@ TREE_DEPTH_LIMIT = 10  # deeper parts of a merge tree are links to the part's ow
 
 
 @bp.app_context_processor
-def _limits() -> dict:
+def _limits() -> dict[str, int]:
     return {"max_bytes": current_app.config["PLAYGROUND_MAX_BYTES"]}
 
 
@@ -63,20 +67,20 @@ bp.register_error_handler(UserError, refuse_in_place)
 
 # ----- playground (the tokeniser's landing page) -------------------------------------------------
 @bp.get("/<slug>")
-def show(slug: str):
+def show(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     return _playground(context, request.args, Display.from_args(request.args))
 
 
 @bp.route("/<slug>/encode", methods=["GET", "POST"])
-def encode(slug: str):
+def encode(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     values = request.form if request.method == "POST" else request.args
     return _playground(context, values, Display.from_args(values))
 
 
 @bp.post("/<slug>/share")
-def share(slug: str):
+def share(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     display = Display.from_args(request.form)
     text = request.form.get("text", "")
@@ -93,7 +97,7 @@ def share(slug: str):
 
 
 @bp.get("/<slug>/s/<share_slug>")
-def shared(slug: str, share_slug: str):
+def shared(slug: str, share_slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     found = load_share(db.session(), tokenizer_id=context["row"].id, slug=share_slug)
     if found is None:
@@ -104,7 +108,12 @@ def shared(slug: str, share_slug: str):
 
 
 def _playground(
-    context: dict, values, display: Display, *, text: str | None = None, why: bool = False
+    context: dict[str, Any],
+    values: MultiDict[str, str],
+    display: Display,
+    *,
+    text: str | None = None,
+    why: bool = False,
 ) -> Response:
     """The playground for some text: encoded with all merges, or the first k (the scrubber),
     and with `why` the step-by-step replay of the chunk of one token."""
@@ -144,7 +153,7 @@ def _playground(
 
 
 @bp.route("/<slug>/why", methods=["GET", "POST"])
-def why(slug: str):
+def why(slug: str) -> ResponseReturnValue:
     """ "Why this split?": the replay of one token's chunk (htmx: only the panel)."""
     context = tokenizer_context(slug)
     values = request.form if request.method == "POST" else request.args
@@ -153,7 +162,7 @@ def why(slug: str):
 
 # ----- merges -----------------------------------------------------------------------------------
 @bp.get("/<slug>/merges")
-def merges(slug: str):
+def merges(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     query = browse.MergeQuery.from_args(request.args)
     display = list_display(request.args)
@@ -174,7 +183,9 @@ def merges(slug: str):
     )
 
 
-def _merge_views(describer: Describer, rows, display: Display) -> list[dict]:
+def _merge_views(
+    describer: Describer, rows: list[Any], display: Display
+) -> list[dict[str, Any]]:  # rows: browse.merges_page's
     out = []
     for r in rows:
         parts = (
@@ -192,7 +203,7 @@ def _merge_views(describer: Describer, rows, display: Display) -> list[dict]:
 
 # ----- vocabulary ---------------------------------------------------------------------------------
 @bp.get("/<slug>/vocab")
-def vocab(slug: str):
+def vocab(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     # A reader comes for what was learned; the base bytes and specials are one choice away.
     query = browse.VocabQuery.from_args(request.args, default_kind="learned")
@@ -232,7 +243,7 @@ def vocab(slug: str):
 
 # ----- one token ----------------------------------------------------------------------------------
 @bp.get("/<slug>/token/<token_id>")
-def token(slug: str, token_id: str):
+def token(slug: str, token_id: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     row = context["row"]
     try:
@@ -309,7 +320,7 @@ def _tree_rows(tok: bpe.Tokenizer, token_id: int, display: Display) -> list[dict
 
 # ----- downloads ----------------------------------------------------------------------------------
 @bp.get("/<slug>/download/<fmt>")
-def download(slug: str, fmt: str):
+def download(slug: str, fmt: str) -> ResponseReturnValue:
     row = browse.get_tokenizer(db.session(), slug)
     if fmt not in DOWNLOADS:
         raise UserError(

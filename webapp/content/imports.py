@@ -24,7 +24,6 @@ from webapp.storage.models import Tokenizer
 
 # reference-script file name -> the label pages show, in the order pages list them
 REFERENCES = {"gpt2": "GPT-2", "cl100k_base": "GPT-4", "o200k_base": "GPT-4o"}
-PREFERRED_REFERENCE = "GPT-4"
 
 
 def import_upload(
@@ -97,8 +96,8 @@ def references(session: Session) -> list[Tokenizer]:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @with_appcontext
 def import_references_command(directory: Path) -> None:
-    """Import GPT-2, GPT-4 (cl100k_base) and GPT-4o (o200k_base) from DIRECTORY, the output of
-    ../shared/reference-tokenizers/make_reference_tokenizers.sh (NAME.tiktoken + .json)."""
+    """Import GPT-2, GPT-4 (cl100k_base) and GPT-4o (o200k_base) from DIRECTORY, a folder of
+    NAME.tiktoken files each with its NAME.json (README, "The references", says how to make it)."""
     try:
         done = import_reference_dir(db.get_db(), directory)
     except bpe.TokenizerFileError as exc:

@@ -7,7 +7,7 @@ tokenisers, weather and bread), with numbers, a little Python and some non-Latin
 naive and chunked training differ visibly: naive merges across word boundaries (`e t`, `, the`),
 chunked never does. The text is the same on every machine and every start (a fixed seed).
 
-Ownership (issue 8): the sample is the site's, not a visitor's. Its corpus and its two
+Ownership: the sample is the site's, not a visitor's. Its corpus and its two
 tokenisers have no owner, so nobody can rename or delete them and everyone opens the same
 links; they are trained once (by `flask sample`, which `make run` runs, or by the first
 visitor's click) and from then on a visitor sees them with no wait, whatever the queue holds.
@@ -300,7 +300,8 @@ def start_sample(app: Flask) -> list[int]:
 def sample_command() -> None:
     """Store the sample corpus and queue its two tokenisers unless they exist (the serving
     process trains them); `make run` runs this, so a first visitor never waits for them."""
-    queued = start_sample(current_app._get_current_object())  # type: ignore[attr-defined]
+    app = current_app._get_current_object()  # type: ignore[attr-defined]  # typed as the Flask it proxies
+    queued = start_sample(app)
     if queued:
         click.echo(f"sample: queued jobs {', '.join(map(str, queued))}; the server trains them")
     else:

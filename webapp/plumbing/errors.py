@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from flask import Flask, current_app, jsonify, render_template, request
+from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
@@ -27,7 +28,7 @@ def wants_json() -> bool:
     return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
 
 
-def error_response(status: int, message: str):
+def error_response(status: int, message: str) -> ResponseReturnValue:
     if wants_json():
         return jsonify(error=message, status=status), status
     html = render_template(
@@ -51,22 +52,22 @@ def _message_for(exc: HTTPException) -> str:
 
 def init_app(app: Flask) -> None:
     @app.errorhandler(UserError)
-    def _user_error(exc: UserError):
+    def _user_error(exc: UserError) -> ResponseReturnValue:
         return error_response(exc.status, exc.message)
 
     @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException):
+    def _http_error(exc: HTTPException) -> ResponseReturnValue:
         if exc.code is None or exc.code < 400:
             return exc
         return error_response(exc.code, _message_for(exc))
 
     @app.errorhandler(InternalServerError)
-    def _server_error(exc: InternalServerError):
+    def _server_error(exc: InternalServerError) -> ResponseReturnValue:
         return error_response(500, "An unexpected error happened; it has been logged.")
 
     @app.errorhandler(OSError)
     @app.errorhandler(DBAPIError)
-    def _storage_error(exc: Exception):
+    def _storage_error(exc: Exception) -> ResponseReturnValue:
         """A full disk is 507 and an unwritable database 503; anything else is still a 500."""
         fault = faults.classify(exc)
         if fault is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Response, make_response, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from webapp.plumbing.errors import TITLES, error_response
 from webapp.refusals import UserError
@@ -27,7 +28,7 @@ def page_or_fragment(page_template: str, fragment_template: str, **context: Any)
     return response
 
 
-def refuse_in_place(exc: UserError):
+def refuse_in_place(exc: UserError) -> ResponseReturnValue:
     """htmx gets the message as a fragment for its target; everyone else the app's error page.
 
     Blueprints register it: `bp.register_error_handler(UserError, refuse_in_place)`."""
@@ -40,7 +41,7 @@ def refuse_in_place(exc: UserError):
 
 
 # ----- lists whose state lives in the URL (vocabulary, merges) ------------------------------
-def list_url_args(query: Any, display: Display) -> dict:
+def list_url_args(query: Any, display: Display) -> dict[str, Any]:
     """The shortest query string for a list's state: defaults and empty fields left out."""
     args = query.query()
     if not display.whitespace:
@@ -57,7 +58,9 @@ def noisy_query(args: Any) -> bool:
     return any(not value for value in args.values()) or len(args.getlist("ws")) > 1
 
 
-def list_page_or_fragment(endpoint: str, url_args: dict, page_template: str, fragment: str, **ctx):
+def list_page_or_fragment(
+    endpoint: str, url_args: dict[str, Any], page_template: str, fragment: str, **ctx: Any
+) -> Response:
     """page_or_fragment, telling htmx which short URL to push (not the form's every field)."""
     response = page_or_fragment(page_template, fragment, **ctx)
     if is_fragment_request():

@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 from urllib.parse import unquote_to_bytes
 
 from flask import Flask, Request, current_app, request
-from werkzeug.datastructures import Headers
+from werkzeug.datastructures import FileStorage, Headers, MultiDict
 from werkzeug.formparser import FormDataParser, MultiPartParser
-from werkzeug.routing import IntegerConverter
+from werkzeug.routing import IntegerConverter, Map
 
 from webapp.refusals import UserError
 from webapp.storage.models import DB_ID_MAX
@@ -31,7 +32,7 @@ MAX_JSON_DEPTH = 32
 class DatabaseId(IntegerConverter):
     """`<int:...>` limited to what an id column can hold."""
 
-    def __init__(self, map, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, map: Map, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("max", DB_ID_MAX)
         super().__init__(map, *args, **kwargs)
 
@@ -55,7 +56,7 @@ def check_request() -> None:
                 _check_urlencoded(raw, "form")
 
 
-def _may_hide_bad_bytes(form) -> bool:
+def _may_hide_bad_bytes(form: MultiDict[str, str]) -> bool:
     """False when the parsed form proves every name and value was UTF-8: Werkzeug writes a byte
     that does not decode back as `%XX`, so a form without `%` in it had none. Parsing it here
     costs nothing extra (the view reads the same parsed form), and percent-decoding a 50 KB
@@ -101,7 +102,13 @@ class _ByteKeepingMultiPartParser(MultiPartParser):
 class StrictFormDataParser(FormDataParser):
     """Form parsing whose multipart text fields are strict UTF-8 (files stay bytes)."""
 
-    def _parse_multipart(self, stream, mimetype, content_length, options):
+    def _parse_multipart(
+        self,
+        stream: IO[bytes],
+        mimetype: str,
+        content_length: int | None,
+        options: dict[str, str],
+    ) -> tuple[IO[bytes], MultiDict[str, str], MultiDict[str, FileStorage]]:
         boundary = options.get("boundary", "").encode("ascii")
         if not boundary:
             raise ValueError("Missing boundary")  # Werkzeug's own answer: an empty form
@@ -115,7 +122,7 @@ class StrictFormDataParser(FormDataParser):
         return stream, self.cls(_utf8_fields(form.items(multi=True))), files
 
 
-def _utf8_fields(fields):
+def _utf8_fields(fields: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     for name, value in fields:
         data = value.encode("latin-1")
         try:

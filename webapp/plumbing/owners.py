@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import Protocol
 
 from flask import Flask, g, request, session
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
+from werkzeug.wrappers import Response
 
 from webapp.plumbing.security import (
     OWNER_COOKIE,
@@ -43,6 +45,13 @@ from webapp.storage.models import (
 TOKEN_BYTES = 32  # 256 bits
 COOKIE_MAX_AGE = 400 * 24 * 3600  # the longest lifetime browsers keep a cookie
 _SHOW_ONCE_KEY = "owner_link_token"
+
+
+class Owned(Protocol):
+    """A row someone may own: a corpus, tokeniser, job, share or evaluation."""
+
+    @property
+    def owner_id(self) -> int | None: ...
 
 
 def new_token() -> str:
@@ -96,13 +105,13 @@ def current_owner_id() -> int | None:
     return g.owner_id
 
 
-def owns(row) -> bool:
+def owns(row: Owned | None) -> bool:
     """Whether the current request proves it owns `row` (a corpus, tokeniser, job or share)."""
     owner_id = current_owner_id()
     return owner_id is not None and row is not None and row.owner_id == owner_id
 
 
-def require_owner(row, what: str) -> None:
+def require_owner(row: Owned | None, what: str) -> None:
     if not owns(row):
         raise Forbidden(
             f"Only the owner of this {what} can do that. If it is yours, open your owner link"
@@ -145,7 +154,7 @@ def pop_owner_link() -> str | None:
     return owner_link(token) if token else None
 
 
-def set_owner_cookie(response, token: str) -> None:
+def set_owner_cookie(response: Response, token: str) -> None:
     response.set_cookie(
         OWNER_COOKIE,
         token,
@@ -157,7 +166,7 @@ def set_owner_cookie(response, token: str) -> None:
     )
 
 
-def _hand_out_new_token(response):
+def _hand_out_new_token(response: Response) -> Response:
     token = g.get("new_owner_token")
     if token is not None:
         set_owner_cookie(response, token)
@@ -194,5 +203,5 @@ def init_app(app: Flask) -> None:
     app.after_request(_hand_out_new_token)
 
     @app.context_processor
-    def _owner_context() -> dict:
+    def _owner_context() -> dict[str, object]:
         return {"owns": owns, "pop_owner_link": pop_owner_link}

@@ -21,10 +21,12 @@ security headers.
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Flask, Response, current_app, jsonify, request, url_for
-from flask_wtf.csrf import CSRFError, CSRFProtect  # type: ignore[import-untyped]
+from flask.typing import ResponseReturnValue
+from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import SecurityError
 
 from webapp.refusals import UserError
@@ -93,7 +95,7 @@ def public_origin() -> str:
     return f"{request.scheme}://{request.host}".lower()
 
 
-def external_url(endpoint: str, **values) -> str:
+def external_url(endpoint: str, **values: Any) -> str:
     """An absolute URL for links handed out (API answers, share links, owner links)."""
     public = current_app.config.get("PUBLIC_URL")
     path = url_for(endpoint, **values)
@@ -149,7 +151,7 @@ def _check_same_origin() -> None:
         )
 
 
-def _untrusted_host(_exc: SecurityError):
+def _untrusted_host(_exc: SecurityError) -> ResponseReturnValue:
     """A Host header not in TRUSTED_HOSTS. No URL can be built for it (that is the point), so
     the answer is a bare one, and it does not repeat the host it was sent."""
     message = "This site does not answer to that host name."
@@ -159,7 +161,7 @@ def _untrusted_host(_exc: SecurityError):
     return Response(page, status=400, mimetype="text/html")
 
 
-def _csrf_refused(exc: CSRFError):
+def _csrf_refused(exc: CSRFError) -> ResponseReturnValue:
     from webapp.plumbing.errors import error_response
 
     return error_response(
@@ -169,7 +171,7 @@ def _csrf_refused(exc: CSRFError):
     )
 
 
-def add_headers(response):
+def add_headers(response: Response) -> Response:
     headers = response.headers
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("Referrer-Policy", "no-referrer")

@@ -158,7 +158,8 @@ def id_stream_html(chips: Sequence[Chip], label: str = "Token ids") -> Markup:
 
 
 # ----- chips of a tokeniser, cached ---------------------------------------------------------------
-_cache: weakref.WeakKeyDictionary[bpe.Tokenizer, dict[tuple[str, bool], dict]] = (
+ChipKey = int | tuple[int, ...]  # one token's id, or the ids of tokens grouped into characters
+_cache: weakref.WeakKeyDictionary[bpe.Tokenizer, dict[tuple[str, bool], dict[ChipKey, Chip]]] = (
     weakref.WeakKeyDictionary()
 )
 _cache_lock = threading.Lock()
@@ -202,7 +203,7 @@ def _build(tok: bpe.Tokenizer, ids: Sequence[int], invalid: InvalidRule, whitesp
     return chip(stream_view(token_infos(tok, ids), invalid=invalid, whitespace=whitespace))
 
 
-def _chips_for(tok: bpe.Tokenizer, invalid: str, whitespace: bool) -> dict:
+def _chips_for(tok: bpe.Tokenizer, invalid: str, whitespace: bool) -> dict[ChipKey, Chip]:
     with _cache_lock:
         per_tok = _cache.get(tok)
         if per_tok is None:

@@ -61,32 +61,6 @@ def learned_tokens(tok: bpe.Tokenizer) -> dict[TokenKey, tuple[int, int]]:
 
 
 @dataclass(frozen=True)
-class Overlap:
-    both: int
-    only_a: int
-    only_b: int
-    top_only_a: list[int]  # ids in A, most frequent pair first
-    top_only_b: list[int]
-
-
-def overlap(tok_a: bpe.Tokenizer, tok_b: bpe.Tokenizer, *, top: int = 12) -> Overlap:
-    learned_a, learned_b = learned_tokens(tok_a), learned_tokens(tok_b)
-    only_a = [v for k, v in learned_a.items() if k not in learned_b]
-    only_b = [v for k, v in learned_b.items() if k not in learned_a]
-
-    def most_frequent(entries: list[tuple[int, int]]) -> list[int]:
-        return [token_id for token_id, _ in sorted(entries, key=lambda e: (-e[1], e[0]))[:top]]
-
-    return Overlap(
-        both=len(learned_a.keys() & learned_b.keys()),
-        only_a=len(only_a),
-        only_b=len(only_b),
-        top_only_a=most_frequent(only_a),
-        top_only_b=most_frequent(only_b),
-    )
-
-
-@dataclass(frozen=True)
 class SetOverlap:
     """Learned tokens of two to four tokenisers: how many all of them learned, and per member
     how many only it learned (with the most frequent of those, by id)."""
@@ -241,7 +215,7 @@ def curve_plot(
     y_ticks = nice_ticks(min(y_values), max(y_values))
     y_low, y_high = y_ticks[0], y_ticks[-1]
     y_labels = [_label(t) + ("%" if relative else "") for t in y_ticks]
-    # The y title sits left of the widest tick label, never over it (issue 12, item 9).
+    # The y title sits left of the widest tick label, never over it: the margin grows with them.
     y_label_x = 16.0
     left = round(y_label_x + 14 + max(len(label) for label in y_labels) * TICK_CHAR_WIDTH)
     right, top, bottom = width - 150, 16, height - 52

@@ -36,7 +36,9 @@ class Describer:
             tok=tok if row.imported else None,
         )
 
-    def info(self, token_id: int, data: bytes, *, special: bool = False, ends_word: bool = False):
+    def info(
+        self, token_id: int, data: bytes, *, special: bool = False, ends_word: bool = False
+    ) -> TokenInfo:
         if self.tok is not None:
             is_special = self.tok.is_special(token_id)
             return TokenInfo(

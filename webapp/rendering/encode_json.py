@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import Any
 
 from flask import Response, current_app
 
@@ -34,7 +35,7 @@ def _pieces_of(tok: bpe.Tokenizer) -> dict[int, str]:
         return found
 
 
-def _dumps(value) -> str:
+def _dumps(value: Any) -> str:  # any JSON
     return current_app.json.dumps(value, separators=(",", ":"))
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+import bpe
 from bpe.evaluate import Evaluation as BpeEvaluation
 from webapp.jobs.evaluations import status_of
 from webapp.rendering.token_display import token_infos, token_view
@@ -92,7 +93,7 @@ def table_context(
 NEVER_USED_SHOWN = 500
 
 
-def token_lists(tok, figures: BpeEvaluation | None) -> dict[str, Any]:
+def token_lists(tok: bpe.Tokenizer, figures: BpeEvaluation | None) -> dict[str, Any]:
     """The longest tokens used (with counts) and the first NEVER_USED_SHOWN never-used ones, as
     chips; what an evaluation's page lists under its figures."""
     if figures is None:

@@ -130,8 +130,9 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
 
 
 def _rule_rank(tok: bpe.Tokenizer, made: TokenInfo) -> int | None:
-    """The rank a replay step goes by: the merge's rank (seed 002 and HF's merge list), or for
-    tiktoken the joined token's own rank, which in its files is the token's id."""
+    """The rank a replay step goes by: the merge's rank (our encoder's rule, docs/algorithms.md
+    "Encoding", and HF's merge list), or for tiktoken the joined token's own rank, which in its
+    files is the token's id."""
     return made.token_id if tok.rule == "tiktoken" else made.rank
 
 

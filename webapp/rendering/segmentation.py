@@ -232,7 +232,7 @@ class Replay:
     windowed: bool  # only part of a long chunk is replayed
     cut_steps: bool  # the steps were capped at REPLAY_MAX_STEPS
     token_index: int  # the clicked token's index in the whole text's encoding
-    rule: str = "merges"  # whose rule is replayed: seed 002's, tiktoken's or HF's
+    rule: str = "merges"  # whose rule is replayed: ours (docs/algorithms.md), tiktoken's or HF's
     whole: bool = False  # the piece is itself a token, taken at once before any join
 
 
@@ -248,7 +248,8 @@ def replay_token(
 
     A chunk longer than REPLAY_MAX_BYTES is replayed as a window of its final tokens around the
     clicked one. That window encodes on its own to exactly the same tokens: no merge of the
-    chunk's encoding crossed a final token's edge, and seed 002's rule only looks at pairs.
+    chunk's encoding crossed a final token's edge, and our rule only looks at pairs (the
+    lowest-ranked pair present merges first: docs/algorithms.md, "Encoding").
     """
     if tok.rule != "merges":
         return _replay_imported(

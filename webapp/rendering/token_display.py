@@ -19,9 +19,12 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from webapp.rendering.utf8 import hex_bytes, is_valid_utf8, utf8_spans
+
+if TYPE_CHECKING:
+    import bpe
 
 InvalidRule = Literal["group", "hex", "replace"]
 INVALID_RULES: tuple[InvalidRule, ...] = ("group", "hex", "replace")
@@ -336,7 +339,7 @@ def _view(
 
 
 # ----- from a Tokenizer -------------------------------------------------------------------------
-def token_infos(tok, ids: Iterable[int]) -> list[TokenInfo]:  # tok: bpe.Tokenizer
+def token_infos(tok: bpe.Tokenizer, ids: Iterable[int]) -> list[TokenInfo]:
     """TokenInfo for ids of a bpe.Tokenizer; raises ValueError for an id not in it."""
     specials = set(tok.special_tokens.values())
     base_kind = "character" if tok.mode == "words" else "byte"

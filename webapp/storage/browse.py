@@ -150,10 +150,6 @@ class Page:
     def pages(self) -> int:
         return max(1, math.ceil(self.total / self.paging.per_page))
 
-    @property
-    def first_index(self) -> int:
-        return (self.paging.page - 1) * self.paging.per_page
-
 
 def contains_bytes(session: Session, column: Any, needle: bytes) -> Any:
     """`needle in column` on binary data, byte-exact (LIKE is neither, for NUL or %)."""

@@ -180,7 +180,12 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
     return rows
 
 
-def _insert_batched(session: Session, model, columns: tuple[str, ...], rows: list[tuple]) -> None:
+def _insert_batched(
+    session: Session,
+    model: type[Merge] | type[VocabEntry],
+    columns: tuple[str, ...],
+    rows: list[tuple[object, ...]],
+) -> None:
     """Bulk insert, the fastest way each back end offers: PostgreSQL's COPY, SQLite's
     executemany with a page cache big enough for the whole batch (an imported o200k_base is
     400,000 rows, and the ORM's per-row parameter handling took most of the import's time)."""

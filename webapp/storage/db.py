@@ -13,17 +13,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 from sqlalchemy import CursorResult, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.dml import Update
+
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
 
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 _WRITE_LOCK_KEY = 4_242_001  # PostgreSQL advisory lock id for the write path
@@ -89,7 +93,7 @@ def _make_engine(url: str, busy_timeout: float) -> Engine:
         engine = create_engine(url, pool_pre_ping=True)
 
         @event.listens_for(engine, "begin")
-        def _pg_begin(conn) -> None:
+        def _pg_begin(conn: Connection) -> None:
             if conn.get_execution_options().get("bpe_write"):
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_WRITE_LOCK_KEY})")
 
@@ -100,7 +104,7 @@ def _make_engine(url: str, busy_timeout: float) -> Engine:
     engine = create_engine(url, connect_args={"timeout": busy_timeout, "check_same_thread": False})
 
     @event.listens_for(engine, "connect")
-    def _sqlite_connect(dbapi_connection, _record) -> None:
+    def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
         # Let SQLAlchemy's "begin" event issue BEGIN itself instead of pysqlite's implicit one.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -111,7 +115,7 @@ def _make_engine(url: str, busy_timeout: float) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _sqlite_begin(conn) -> None:
+    def _sqlite_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get("bpe_write")
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
@@ -119,7 +123,7 @@ def _make_engine(url: str, busy_timeout: float) -> Engine:
 
 
 # ----- migrations -------------------------------------------------------------------------------
-def _alembic_config(database: Database):
+def _alembic_config(database: Database) -> AlembicConfig:
     from alembic.config import Config
 
     config = Config()
@@ -205,7 +209,7 @@ def session() -> Session:
     return get_db().session()
 
 
-def session_scope():
+def session_scope() -> AbstractContextManager[Session]:
     return get_db().session_scope()
 
 

@@ -9,21 +9,21 @@ import json
 from array import array
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, joinedload
 
 from bpe.evaluate import Evaluation as BpeEvaluation
 from webapp.storage.models import EvaluationRow, Tokenizer
 
 
-def _visible(owner_id: int | None):
+def _visible(owner_id: int | None) -> ColumnElement[bool]:
     """References (public) and the visitor's own tokenisers: a corpus page lists no other's."""
     return Tokenizer.reference.is_not(None) | (
         (Tokenizer.owner_id == owner_id) if owner_id is not None else False
     )
 
 
-def _evaluation_visible(owner_id: int | None):
+def _evaluation_visible(owner_id: int | None) -> ColumnElement[bool]:
     """An evaluation is shown to a visitor who may see its tokeniser, or who asked for it (they
     had the tokeniser's link then); to nobody else, so no list hands out another's link."""
     if owner_id is None:
@@ -31,7 +31,9 @@ def _evaluation_visible(owner_id: int | None):
     return _visible(owner_id) | (EvaluationRow.owner_id == owner_id)
 
 
-def rows_of_corpus(session: Session, corpus_id: int, *, owner_id: int | None = None) -> list:
+def rows_of_corpus(
+    session: Session, corpus_id: int, *, owner_id: int | None = None
+) -> list[EvaluationRow]:
     """The corpus's evaluations this visitor may see, with their tokenisers loaded."""
     return list(
         session.scalars(
@@ -80,7 +82,7 @@ def longest_pairs(row: EvaluationRow) -> list[tuple[int, int]]:
 
 def candidates(session: Session, *, owner_id: int | None = None) -> list[Tokenizer]:
     """The references and the visitor's own live tokenisers, references first: what a corpus
-    can be evaluated with (issue 8: no list hands out another owner's link)."""
+    can be evaluated with (no list hands out a link to another owner's tokeniser)."""
     return list(
         session.scalars(
             select(Tokenizer)

@@ -45,12 +45,13 @@ class Fault:
 def classify(exc: BaseException) -> Fault | None:
     """The storage fault behind an exception, or None when it is not one."""
     seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        fault = _one(exc)
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        fault = _one(link)
         if fault is not None:
             return fault
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        link = link.__cause__ or link.__context__
     return None
 
 

@@ -211,7 +211,9 @@ class MergeQuery:
         return _query_params(self.search, self.paging, _filter_params(self, "rank"), changes)
 
 
-def _query_params(search: Search, paging: Paging, filters: dict, changes: dict) -> dict[str, Any]:
+def _query_params(
+    search: Search, paging: Paging, filters: dict[str, Any], changes: dict[str, Any]
+) -> dict[str, Any]:
     values = {
         "q": search.q,
         "match": search.match if search.q else "",

@@ -2,7 +2,7 @@
 and its tokenisers, and a tokeniser's "compare with…" choices. Views pass their request
 session in and render what comes back; they write no queries of their own.
 
-Every list is one owner's (issue 8): a page never hands out a link its visitor was not given,
+Every list is one owner's: a page never hands out a link its visitor was not given,
 so a visitor who owns nothing (owner_id None) gets empty lists."""
 
 from __future__ import annotations

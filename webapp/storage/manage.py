@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from webapp.refusals import UserError
@@ -139,7 +139,7 @@ def delete_tokenizer(database: Database, tokenizer_id: int) -> bool:
     return True
 
 
-def _delete_tokenizer_rows(session: Session, tokenizer_ids) -> None:
+def _delete_tokenizer_rows(session: Session, tokenizer_ids: Select[int]) -> None:
     """Explicit deletes, not ON DELETE CASCADE: the same on SQLite with foreign keys off."""
     ids = tokenizer_ids.scalar_subquery()
     for table in (PlaygroundShare, Merge, VocabEntry):

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     false,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -44,7 +45,6 @@ class JobStatus(StrEnum):
     INTERRUPTED = "interrupted"
 
 
-JOB_STATUSES = tuple(status.value for status in JobStatus)
 ACTIVE_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
 FINISHED_STATUSES = frozenset(JobStatus) - ACTIVE_STATUSES
 
@@ -64,7 +64,7 @@ class CorpusText(TypeDecorator):
     impl = Text
     cache_ok = True
 
-    def process_result_value(self, value, dialect):
+    def process_result_value(self, value: str | bytes | None, dialect: Dialect) -> str | None:
         if isinstance(value, bytes):
             return value.decode("utf-8")
         return value
@@ -189,13 +189,6 @@ class Tokenizer(Base):
     def alphabet_list(self) -> list[str] | None:
         return None if self.alphabet is None else json.loads(self.alphabet)
 
-    @property
-    def compression(self) -> float | None:
-        """Bytes of the corpus per token after training (higher is better)."""
-        if not self.final_token_count or self.corpus is None:
-            return None
-        return self.corpus.size_bytes / self.final_token_count
-
 
 class Merge(Base):
     __tablename__ = "merges"
@@ -308,7 +301,7 @@ class EvaluationRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tokenizer_id: Mapped[int] = mapped_column(ForeignKey("tokenizers.id", ondelete="CASCADE"))
     corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
-    # Who asked for it last (issue 8): they may cancel it, and they see it even when the
+    # Who asked for it last: they may cancel it, and they see it even when the
     # tokeniser is not theirs. None: asked for before owners, or by the site.
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
     status: Mapped[str] = mapped_column(String(16), default="queued")  # a JobStatus value

@@ -27,7 +27,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
-from sqlalchemy import column, func, insert, select, table
+from sqlalchemy import ColumnElement, ScalarSelect, column, func, insert, select, table
+from sqlalchemy.orm import Session
 
 from webapp.refusals import UserError, human_bytes
 from webapp.storage.db import Database
@@ -314,11 +315,13 @@ def _stats(corpus_id: int, upload: NormalizedText) -> CorpusStats:
     return CorpusStats(corpus_id=corpus_id, word_alphabet_size=upload.word_alphabet_size)
 
 
-def _same_owner(owner_id: int | None):
+def _same_owner(owner_id: int | None) -> ColumnElement[bool]:
     return Corpus.owner_id.is_(None) if owner_id is None else Corpus.owner_id == owner_id
 
 
-def _placeholder(database: Database, session, upload: NormalizedText):
+def _placeholder(
+    database: Database, session: Session, upload: NormalizedText
+) -> ColumnElement[bytes] | ScalarSelect[str]:
     """What the INSERT puts in `text`. SQLite: a zero-filled blob of the right size that
     `_stream_into_blob` then fills from the file, so neither Python nor SQLite ever holds the
     whole text. PostgreSQL: the text COPYed in chunks into a temporary table, read from there."""
@@ -333,13 +336,15 @@ _UPLOAD_TEXT = table("upload_text", column("text"))
 _COPY_ESCAPES = ((b"\\", b"\\\\"), (b"\n", b"\\n"), (b"\r", b"\\r"), (b"\t", b"\\t"))
 
 
-def _copy_into_upload_table(session, upload: NormalizedText) -> None:
+def _copy_into_upload_table(session: Session, upload: NormalizedText) -> None:
     """COPY's text format, written a chunk at a time: the only bytes it treats specially are
     backslash, newline, carriage return and tab, each escaped by a backslash. All are ASCII, and
     no byte of a multi-byte UTF-8 character is ASCII, so chunks can be cut anywhere."""
     connection = session.connection()
     connection.exec_driver_sql("CREATE TEMPORARY TABLE upload_text (text text) ON COMMIT DROP")
-    cursor = connection.connection.driver_connection.cursor()  # psycopg's, same transaction
+    raw = connection.connection.driver_connection  # psycopg 3
+    assert raw is not None  # a live connection of this session's transaction
+    cursor = raw.cursor()  # psycopg's, same transaction
     with (
         cursor.copy("COPY upload_text (text) FROM STDIN") as copy,
         open(upload.path, "rb") as src,
@@ -351,8 +356,9 @@ def _copy_into_upload_table(session, upload: NormalizedText) -> None:
         copy.write(b"\n")  # the end of the one row
 
 
-def _stream_into_blob(session, corpus_id: int, upload: NormalizedText) -> None:
+def _stream_into_blob(session: Session, corpus_id: int, upload: NormalizedText) -> None:
     connection = session.connection().connection.driver_connection  # the sqlite3 connection
+    assert connection is not None  # a live connection of this session's transaction
     with connection.blobopen("corpora", "text", corpus_id) as blob, open(upload.path, "rb") as src:
         while chunk := src.read(CHUNK):
             blob.write(chunk)
