@@ -4,7 +4,9 @@ configuration only."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 
 import pytest
 
@@ -182,12 +184,52 @@ def test_absolute_links_come_from_the_public_url(app_config, owner):
         assert "HttpOnly" in owner_cookie and "SameSite=Lax" in owner_cookie
         assert "Secure" in owner_cookie
         page = client.get("/", base_url="https://bpe.example.org")
+        assert page.headers["Strict-Transport-Security"] == "max-age=31536000"
         [session_cookie] = page.headers.getlist("Set-Cookie")
         assert "HttpOnly" in session_cookie and "SameSite=Lax" in session_cookie
         assert "Secure" in session_cookie
         assert client.get("/", base_url="http://localhost").status_code == 400
     finally:
         app.extensions["bpe_db"].dispose()
+
+
+def test_plain_http_sends_no_hsts(client):
+    assert "Strict-Transport-Security" not in client.get("/").headers
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_server_believes_forwarded_https_only_from_a_named_proxy(tmp_path, trusted):
+    """The README's server (gunicorn) takes X-Forwarded-Proto from FORWARDED_ALLOW_IPS only: any
+    local process could otherwise pass plain http off as https (HSTS, Secure cookies)."""
+    import subprocess
+    import urllib.request
+
+    from tests.readme_server import start_readme_server
+    from tests.waiting import free_port, wait_for_server
+
+    port = free_port()
+    env = {
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
+        "BPE_UPLOAD_TMP_DIR": str(tmp_path / "uploads"),
+        "WEB_CONCURRENCY": "1",
+    }
+    if trusted:
+        env["FORWARDED_ALLOW_IPS"] = "127.0.0.1"
+    server = start_readme_server(
+        env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, own_session=True
+    )
+    try:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/", headers={"X-Forwarded-Proto": "https"}
+        )
+        headers = wait_for_server(lambda: urllib.request.urlopen(request, timeout=10).headers)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+    assert ("Strict-Transport-Security" in headers) is trusted
 
 
 def test_the_secret_key_survives_a_restart(tmp_path):

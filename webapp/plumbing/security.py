@@ -36,6 +36,7 @@ CSP = (
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SAFE_FETCH_SITES = frozenset({"same-origin", "none"})  # "none": typed in, or a bookmark
 LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "::1"]
+HSTS_SECONDS = 365 * 24 * 3600
 
 API_TYPE_MESSAGE = (
     "The API takes state changes as Content-Type: application/json, or with an"
@@ -175,6 +176,9 @@ def add_headers(response):
     headers.setdefault("Referrer-Policy", "no-referrer")
     headers.setdefault("X-Frame-Options", "DENY")
     headers.setdefault("Content-Security-Policy", CSP)
+    if is_https():
+        # A browser that has seen the site over https never tries plain http for a year.
+        headers.setdefault("Strict-Transport-Security", f"max-age={HSTS_SECONDS}")
     if request.endpoint != "static" and "Cache-Control" not in headers:
         headers["Cache-Control"] = "no-store"
     response.vary.add("Cookie")
