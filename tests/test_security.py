@@ -4,6 +4,7 @@ configuration only."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -230,6 +231,54 @@ def test_the_server_believes_forwarded_https_only_from_a_named_proxy(tmp_path, t
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(60)
     assert ("Strict-Transport-Security" in headers) is trusted
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only
+def test_the_servers_own_refusals_carry_the_headers_and_echo_nothing(tmp_path):
+    """What gunicorn refuses before the app sees it (a request line or headers it cannot read)
+    is answered as JSON with the app's security headers, and quotes none of the sender's text."""
+    import socket
+    import subprocess
+    import urllib.request
+
+    from tests.readme_server import start_readme_server
+    from tests.waiting import free_port, wait_for_server
+
+    port = free_port()
+    env = {
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
+        "BPE_UPLOAD_TMP_DIR": str(tmp_path / "uploads"),
+        "WEB_CONCURRENCY": "1",
+    }
+    server = start_readme_server(
+        env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, own_session=True
+    )
+    hostile = "<script>alert(1)</script>"
+    requests = {
+        400: f"{hostile} / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        414: f"GET /{hostile}{'a' * 9000} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        431: "GET / HTTP/1.1\r\nHost: localhost\r\n"
+        + "".join(f"X-{hostile[1:7]}-{i}: {i}\r\n" for i in range(200))
+        + "\r\n",
+    }
+    answers = {}
+    try:
+        wait_for_server(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10))
+        for status, raw in requests.items():
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(raw.encode())
+                answers[status] = b"".join(iter(lambda s=sock: s.recv(65536), b"")).decode()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+    for status, answer in answers.items():
+        head, _, body = answer.partition("\r\n\r\n")
+        assert head.startswith(f"HTTP/1.1 {status} "), answer[:200]
+        assert f"Content-Security-Policy: {CSP}" in head and "X-Frame-Options: DENY" in head
+        assert json.loads(body)["status"] == status
+        assert "script" not in body and "alert" not in body, body
 
 
 def test_the_secret_key_survives_a_restart(tmp_path):
