@@ -296,6 +296,17 @@ def _body_rows(world) -> list[Row]:
             (b'{"name": ' + HUGE_NUMBER + b"}", huge_says),
         ):
             rows.append(Row("PATCH", url, {400}, _json(body), says=said))
+    # A form of 5,000 parts is refused for its parts, not for a size it is far below.
+    boundary = "b0undary"
+    parts = "".join(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="f{i}"\r\n\r\nx\r\n'
+        for i in range(5000)
+    )
+    many = {
+        "data": (parts + f"--{boundary}--\r\n").encode(),
+        "content_type": f"multipart/form-data; boundary={boundary}",
+    }
+    rows.append(Row("POST", "/corpora", {413}, many, says="at most 1,000 parts"))
     # A count that is not ASCII digits, or too long for int(), confirms nothing (409), never 500.
     for count in (HUGE_NUMBER, b"%C2%B2"):  # the second is '²', a digit to str.isdigit
         body = b"confirm_tokenizers=" + count

@@ -18,10 +18,11 @@ from urllib.parse import unquote_to_bytes
 
 from flask import Flask, Request, current_app, request
 from werkzeug.datastructures import Headers
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.formparser import FormDataParser, MultiPartParser
 from werkzeug.routing import IntegerConverter
 
-from webapp.refusals import UserError
+from webapp.refusals import UserError, human_bytes
 from webapp.storage.models import DB_ID_MAX
 
 MAX_URL_BYTES = 8192
@@ -114,7 +115,19 @@ class StrictFormDataParser(FormDataParser):
             max_form_parts=self.max_form_parts,
             cls=self.cls,
         )
-        form, files = parser.parse(stream, boundary, content_length)
+        try:
+            form, files = parser.parse(stream, boundary, content_length)
+        except RequestEntityTooLarge:
+            if content_length is None:
+                raise  # a body of unknown length ran past the size limit as it was read
+            # A known length passed the size limit before parsing began, so what ran over is a
+            # limit of the form's own: too many parts, or too long a text field.
+            raise UserError(
+                f"The form is more than this site reads: at most {self.max_form_parts:,} parts,"
+                f" and at most {human_bytes(self.max_form_memory_size or 0)} of text in a field"
+                " (a file may be larger).",
+                status=413,
+            ) from None
         return stream, self.cls(_utf8_fields(form.items(multi=True))), files
 
 
