@@ -10,6 +10,7 @@ import re
 import signal
 
 import pytest
+from flask.testing import FlaskClient
 
 from webapp.plumbing.security import CSP
 
@@ -181,9 +182,18 @@ def test_absolute_links_come_from_the_public_url(app_config, owner):
         assert body["url"].startswith("https://bpe.example.org/c/")
         assert body["owner_link"].startswith("https://bpe.example.org/owner/claim#")
         cookies = reply.headers.getlist("Set-Cookie")
-        [owner_cookie] = [c for c in cookies if c.startswith("bpe_owner=")]
+        # Under https the owner cookie is a __Host- cookie: Secure, path /, no domain, so no
+        # other page of this host can plant one beside it.
+        [owner_cookie] = [c for c in cookies if c.startswith("__Host-bpe_owner=")]
         assert "HttpOnly" in owner_cookie and "SameSite=Lax" in owner_cookie
-        assert "Secure" in owner_cookie
+        assert "Secure" in owner_cookie and "Path=/;" in owner_cookie + ";"
+        assert "Domain" not in owner_cookie
+        token = owner_cookie.split(";", 1)[0].split("=", 1)[1]
+        corpus_api = body["url"].replace("/c/", "/api/corpora/")
+        visitor = FlaskClient(app, app.response_class, use_cookies=False)  # sends Cookie as given
+        for name, owned in (("bpe_owner", False), ("__Host-bpe_owner", True)):
+            reply = visitor.get(corpus_api, headers={"Cookie": f"{name}={token}"})
+            assert reply.get_json()["owned"] is owned, name  # the plain name is not believed
         page = client.get("/", base_url="https://bpe.example.org")
         assert page.headers["Strict-Transport-Security"] == "max-age=31536000"
         [session_cookie] = page.headers.getlist("Set-Cookie")
@@ -192,6 +202,21 @@ def test_absolute_links_come_from_the_public_url(app_config, owner):
         assert client.get("/", base_url="http://localhost").status_code == 400
     finally:
         app.extensions["bpe_db"].dispose()
+
+
+def test_a_request_with_two_owner_cookies_is_refused(app, owner, make_tokenizer):
+    """Cookie tossing: another page of this host set an owner cookie on a longer path, so the
+    browser sends two; neither is believed, and the page says what to do."""
+    made = make_tokenizer()
+    raw_client = FlaskClient(app, app.response_class, use_cookies=False)  # sends Cookie as given
+    cookies = {"Cookie": f"bpe_owner={owner.token}; bpe_owner=someone-elses-token"}
+    refused = raw_client.get(f"/c/{made.corpus_slug}", headers=cookies)
+    assert refused.status_code == 403
+    assert "two owner cookies" in refused.get_data(as_text=True)
+    api = raw_client.get(f"/api/corpora/{made.corpus_slug}", headers=cookies)
+    assert api.status_code == 403 and "two owner cookies" in api.get_json()["error"]
+    same_twice = {"Cookie": f"bpe_owner={owner.token}; bpe_owner={owner.token}"}
+    assert raw_client.get(f"/c/{made.corpus_slug}", headers=same_twice).status_code == 200
 
 
 def test_plain_http_sends_no_hsts(client):

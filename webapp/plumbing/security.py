@@ -49,6 +49,10 @@ csrf = CSRFProtect()
 # The cookie that carries an owner's credential (webapp.plumbing.owners hands it out): the one
 # ambient credential a foreign page could make a browser send, so what CSRF guards.
 OWNER_COOKIE = "bpe_owner"
+# Under https it is __Host-bpe_owner: a browser takes such a cookie only from a secure page of
+# this very host, for path / and no domain, so a page on another port or subdomain of the host
+# cannot plant one of its own beside it (cookie tossing).
+SECURE_OWNER_COOKIE = "__Host-" + OWNER_COOKIE
 
 
 class Forbidden(UserError):
@@ -119,7 +123,7 @@ def check_state_change() -> None:
     if bearer_token() is not None:
         return  # no cookie is relied on: nothing a foreign page could make the browser send
     if request.path.startswith("/api/"):
-        if OWNER_COOKIE not in request.cookies:
+        if owner_cookie_name() not in request.cookies:
             return  # no ambient credential to abuse (raw uploads still need a bearer token)
         if not request.is_json:
             raise Forbidden(API_TYPE_MESSAGE)
@@ -183,6 +187,10 @@ def add_headers(response):
         headers["Cache-Control"] = "no-store"
     response.vary.add("Cookie")
     return response
+
+
+def owner_cookie_name() -> str:
+    return SECURE_OWNER_COOKIE if is_https() else OWNER_COOKIE
 
 
 def is_https() -> bool:
