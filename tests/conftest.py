@@ -44,7 +44,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import bpe
 from webapp import create_app, stop_runners
-from webapp.plumbing.owners import OWNER_COOKIE, token_hash
+from webapp.plumbing.owners import token_hash
+from webapp.plumbing.security import OWNER_COOKIE
 from webapp.storage import db
 from webapp.storage.convert import store_tokenizer
 from webapp.storage.models import Owner

@@ -21,6 +21,7 @@ BAD_SLUGS = ["x", "A" * 300, "%FF%FE", "%ED%A0%80", "<script>", "AAAAAAAAAAAAAAA
 SURROGATE_JSON = b'{"text": "a\\ud800b"}'
 DEEP_JSON = b"[" * 100_000
 NOT_UTF8_JSON = b'{"text": "caf\xe9"}'
+HUGE_NUMBER = b"9" * 5000  # past Python's 4,300-digit limit for int(): a ValueError, not JSON's
 
 
 @dataclass
@@ -277,6 +278,39 @@ def _body_rows(world) -> list[Row]:
     huge = json.dumps({"text": "x" * 1_100_000}).encode()
     rows.append(Row("POST", f"/api/t/{t}/evaluate", {413}, _json(huge), says="at most 1 MB"))
     rows.append(Row("POST", f"/api/t/{t}/evaluate", {400}, {"data": '{"text": "a"}'}))
+    # Numbers of 5,000 digits in every JSON body, and the owner's PATCH bodies checked like the
+    # others (depth, lone surrogates): each a 400 that names the problem.
+    huge_says = "number of 5,000 digits"
+    for url, body in (
+        (f"/api/t/{t}/encode", b'{"text": "a", "n": ' + HUGE_NUMBER + b"}"),
+        (f"/api/t/{t}/decode", b'{"ids": [' + HUGE_NUMBER + b"]}"),
+        (f"/api/t/{t}/evaluate", b'{"text": "a", "n": -' + HUGE_NUMBER + b"}"),
+        ("/api/corpora", b'{"text": "a", "n": ' + HUGE_NUMBER + b"}"),
+        (f"/api/corpora/{corpus}/jobs", b'{"vocab_size": ' + HUGE_NUMBER + b"}"),
+    ):
+        rows.append(Row("POST", url, {400}, _json(body), says=huge_says))
+    for url in (f"/api/corpora/{corpus}", f"/api/t/{t}"):
+        for body, said in (
+            (DEEP_JSON, "deeper than 32"),
+            (b'{"name": "\\ud800"}', "$.name holds a lone surrogate (U+D800)"),
+            (b'{"name": ' + HUGE_NUMBER + b"}", huge_says),
+        ):
+            rows.append(Row("PATCH", url, {400}, _json(body), says=said))
+    # A form of 5,000 parts is refused for its parts, not for a size it is far below.
+    boundary = "b0undary"
+    parts = "".join(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="f{i}"\r\n\r\nx\r\n'
+        for i in range(5000)
+    )
+    many = {
+        "data": (parts + f"--{boundary}--\r\n").encode(),
+        "content_type": f"multipart/form-data; boundary={boundary}",
+    }
+    rows.append(Row("POST", "/corpora", {413}, many, says="at most 1,000 parts"))
+    # A count that is not ASCII digits, or too long for int(), confirms nothing (409), never 500.
+    for count in (HUGE_NUMBER, b"%C2%B2"):  # the second is '²', a digit to str.isdigit
+        body = b"confirm_tokenizers=" + count
+        rows.append(Row("POST", f"/c/{corpus}/delete", {409}, _form(body)))
     job = world["job_id"]
     for big in BIG:
         rows.append(Row("POST", f"/c/{corpus}/jobs/{big}/cancel", {404}))

@@ -133,7 +133,7 @@ def own_long_named_pair(app, sample_slug: str) -> tuple[str, str]:
 def test_at_390_px_compare_with_fits_its_card_and_the_table_shows_it_scrolls(browser, site):
     from playwright.sync_api import expect
 
-    from webapp.plumbing.owners import OWNER_COOKIE
+    from webapp.plumbing.security import OWNER_COOKIE
 
     url, app = site
     context = browser.new_context(viewport=PHONE)

@@ -4,9 +4,13 @@ configuration only."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
 
 import pytest
+from flask.testing import FlaskClient
 
 from webapp.plumbing.security import CSP
 
@@ -178,16 +182,128 @@ def test_absolute_links_come_from_the_public_url(app_config, owner):
         assert body["url"].startswith("https://bpe.example.org/c/")
         assert body["owner_link"].startswith("https://bpe.example.org/owner/claim#")
         cookies = reply.headers.getlist("Set-Cookie")
-        [owner_cookie] = [c for c in cookies if c.startswith("bpe_owner=")]
+        # Under https the owner cookie is a __Host- cookie: Secure, path /, no domain, so no
+        # other page of this host can plant one beside it.
+        [owner_cookie] = [c for c in cookies if c.startswith("__Host-bpe_owner=")]
         assert "HttpOnly" in owner_cookie and "SameSite=Lax" in owner_cookie
-        assert "Secure" in owner_cookie
+        assert "Secure" in owner_cookie and "Path=/;" in owner_cookie + ";"
+        assert "Domain" not in owner_cookie
+        token = owner_cookie.split(";", 1)[0].split("=", 1)[1]
+        corpus_api = body["url"].replace("/c/", "/api/corpora/")
+        visitor = FlaskClient(app, app.response_class, use_cookies=False)  # sends Cookie as given
+        for name, owned in (("bpe_owner", False), ("__Host-bpe_owner", True)):
+            reply = visitor.get(corpus_api, headers={"Cookie": f"{name}={token}"})
+            assert reply.get_json()["owned"] is owned, name  # the plain name is not believed
         page = client.get("/", base_url="https://bpe.example.org")
+        assert page.headers["Strict-Transport-Security"] == "max-age=31536000"
         [session_cookie] = page.headers.getlist("Set-Cookie")
         assert "HttpOnly" in session_cookie and "SameSite=Lax" in session_cookie
         assert "Secure" in session_cookie
         assert client.get("/", base_url="http://localhost").status_code == 400
     finally:
         app.extensions["bpe_db"].dispose()
+
+
+def test_a_request_with_two_owner_cookies_is_refused(app, owner, make_tokenizer):
+    """Cookie tossing: another page of this host set an owner cookie on a longer path, so the
+    browser sends two; neither is believed, and the page says what to do."""
+    made = make_tokenizer()
+    raw_client = FlaskClient(app, app.response_class, use_cookies=False)  # sends Cookie as given
+    cookies = {"Cookie": f"bpe_owner={owner.token}; bpe_owner=someone-elses-token"}
+    refused = raw_client.get(f"/c/{made.corpus_slug}", headers=cookies)
+    assert refused.status_code == 403
+    assert "two owner cookies" in refused.get_data(as_text=True)
+    api = raw_client.get(f"/api/corpora/{made.corpus_slug}", headers=cookies)
+    assert api.status_code == 403 and "two owner cookies" in api.get_json()["error"]
+    same_twice = {"Cookie": f"bpe_owner={owner.token}; bpe_owner={owner.token}"}
+    assert raw_client.get(f"/c/{made.corpus_slug}", headers=same_twice).status_code == 200
+
+
+def test_plain_http_sends_no_hsts(client):
+    assert "Strict-Transport-Security" not in client.get("/").headers
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_server_believes_forwarded_https_only_from_a_named_proxy(tmp_path, trusted):
+    """The README's server (gunicorn) takes X-Forwarded-Proto from FORWARDED_ALLOW_IPS only: any
+    local process could otherwise pass plain http off as https (HSTS, Secure cookies)."""
+    import subprocess
+    import urllib.request
+
+    from tests.readme_server import start_readme_server
+    from tests.waiting import free_port, wait_for_server
+
+    port = free_port()
+    env = {
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
+        "BPE_UPLOAD_TMP_DIR": str(tmp_path / "uploads"),
+        "WEB_CONCURRENCY": "1",
+    }
+    if trusted:
+        env["FORWARDED_ALLOW_IPS"] = "127.0.0.1"
+    server = start_readme_server(
+        env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, own_session=True
+    )
+    try:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/", headers={"X-Forwarded-Proto": "https"}
+        )
+        headers = wait_for_server(lambda: urllib.request.urlopen(request, timeout=10).headers)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+    assert ("Strict-Transport-Security" in headers) is trusted
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only
+def test_the_servers_own_refusals_carry_the_headers_and_echo_nothing(tmp_path):
+    """What gunicorn refuses before the app sees it (a request line or headers it cannot read)
+    is answered as JSON with the app's security headers, and quotes none of the sender's text."""
+    import socket
+    import subprocess
+    import urllib.request
+
+    from tests.readme_server import start_readme_server
+    from tests.waiting import free_port, wait_for_server
+
+    port = free_port()
+    env = {
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
+        "BPE_UPLOAD_TMP_DIR": str(tmp_path / "uploads"),
+        "WEB_CONCURRENCY": "1",
+    }
+    server = start_readme_server(
+        env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, own_session=True
+    )
+    hostile = "<script>alert(1)</script>"
+    requests = {
+        400: f"{hostile} / HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        414: f"GET /{hostile}{'a' * 9000} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        431: "GET / HTTP/1.1\r\nHost: localhost\r\n"
+        + "".join(f"X-{hostile[1:7]}-{i}: {i}\r\n" for i in range(200))
+        + "\r\n",
+    }
+    answers = {}
+    try:
+        wait_for_server(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10))
+        for status, raw in requests.items():
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(raw.encode())
+                answers[status] = b"".join(iter(lambda s=sock: s.recv(65536), b"")).decode()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+    for status, answer in answers.items():
+        head, _, body = answer.partition("\r\n\r\n")
+        assert head.startswith(f"HTTP/1.1 {status} "), answer[:200]
+        assert f"Content-Security-Policy: {CSP}" in head and "X-Frame-Options: DENY" in head
+        assert json.loads(body)["status"] == status
+        assert "script" not in body and "alert" not in body, body
 
 
 def test_the_secret_key_survives_a_restart(tmp_path):

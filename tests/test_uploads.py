@@ -261,6 +261,21 @@ def test_hostile_filename_is_display_only(app, client, tmp_path):
     assert "x.txt" in page and "\x00" not in page
 
 
+def test_a_name_keeps_its_slashes_and_loses_its_control_characters(app, client, owner):
+    # A name is no path: "2024/25 news" is what its owner typed, in the form and the API alike.
+    form = upload_file(client, b"first text", filename="dir/f.txt", name="2024/25\u202e news")
+    row = stored(app, slug_of(form))
+    assert (row.name, row.filename) == ("2024/25 news", "f.txt")
+    api = client.post(
+        "/api/corpora?name=a%2Fb%5Cc",
+        data=b"second text",
+        headers=owner.bearer,
+        content_type="text/plain",
+    )
+    assert api.status_code == 201, api.get_json()
+    assert api.get_json()["name"] == "a/b\\c"
+
+
 def test_names_are_escaped(app, client):
     response = upload_file(client, b"<script>alert(1)</script>", name='<img src=x onerror="y">')
     page = client.get(f"/c/{slug_of(response)}").get_data(as_text=True)

@@ -215,3 +215,35 @@ def test_import_references_names_a_missing_file(runner, tmp_path):
     result = runner.invoke(args=["import-references", str(tmp_path)])
     assert result.exit_code != 0
     assert "cannot read" in result.output and "gpt2.tiktoken" in result.output
+
+
+# ----- compare pages made of imported tokenisers only ----------------------------------------
+@pytest.fixture
+def imported_slugs(client):
+    """Four imported tokenisers, tiktoken files and tokenizer.json files of different sizes: none
+    was trained here, so none has a compression curve."""
+    text = "the cat sat on the mat; the cat ate the rat. 123 456 东京 😀\n" * 5
+    slugs = []
+    for size, as_hf in ((290, False), (300, True), (310, False), (320, True)):
+        tok = bpe.train(text, vocab_size=size, mode="chunked", trainer="reference")
+        if as_hf:  # a tokenizer.json carries its own pre-tokenizer
+            files, form = {"file": (to_hf_json(tok).encode(), f"t{size}.json")}, {}
+        else:
+            files = {"file": (rank_file_text(tok).encode(), f"r{size}.tiktoken")}
+            form = {"pattern": "gpt4"}
+        response = upload(client, "/api/tokenizers/import", files, **form)
+        assert response.status_code == 201, response.get_json()
+        slugs.append(response.get_json()["slug"])
+    return slugs
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_compare_pages_of_imported_tokenisers_render(client, imported_slugs, size):
+    url = "/compare/" + "/".join(imported_slugs[:size])
+    response = client.get(url)
+    assert response.status_code == 200, response.get_data(as_text=True)[:300]
+    html = response.get_data(as_text=True)
+    assert "Imported tokenisers were not trained here, so they have no curve" in html
+    assert client.get(url + "/merges").status_code == 200
+    encoded = client.post(url + "/encode", data={"text": "the cat sat"})
+    assert encoded.status_code == 200

@@ -33,6 +33,10 @@ control_socket_disable = True
 # URLs.
 worker_class = "webapp.gunicorn_worker.JsonErrorThreadWorker"
 limit_request_line = 8190
+# X-Forwarded-Proto and -For are believed only from the proxies named in FORWARDED_ALLOW_IPS
+# (gunicorn's own variable): gunicorn's default trusts any local process, which could then
+# pass plain http off as https. Behind a proxy, set it to the proxy's address.
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "")
 
 
 def on_starting(server: Arbiter) -> None:

@@ -127,8 +127,9 @@ def _overview(context: dict[str, Any]) -> dict[str, Any]:
         if side["tok"].training is not None and side["row"].initial_tokens is not None
     ]
     shared = overlap_many([side["tok"] for side in sides])
-    result = {
-        "plot": curve_plot(curves, relative=not context["same_corpus"]),
+    result: dict[str, Any] = {
+        # None when only imported tokenisers are compared: the page says why there is no plot.
+        "plot": curve_plot(curves, relative=not context["same_corpus"]) if curves else None,
         "overlap": shared,
         "only": _overlap_views(sides, shared),
         "crossing_total": {side["letter"]: len(side["crossing"]) for side in sides},

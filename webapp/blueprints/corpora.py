@@ -28,6 +28,7 @@ from webapp.plumbing.inputs import json_body
 from webapp.plumbing.security import API_TYPE_MESSAGE, Forbidden, bearer_token
 from webapp.refusals import UserError, human_bytes
 from webapp.storage import db, faults
+from webapp.storage.manage import clean_name
 from webapp.storage.models import Corpus
 from webapp.storage.uploads import (
     ByteReader,
@@ -58,7 +59,8 @@ def _ingest(
     try:
         if expected_length is not None and stream.tell() < expected_length:
             raise ConnectionDropped()
-        display_name = clean_display(name, max_length=200)
+        # A name keeps its slashes ("2024/25 news"); only a filename loses its folders.
+        display_name = clean_name(name, what="corpus", allow_empty=True)
         display_file = clean_display(filename, max_length=255) or None
         return store_corpus(
             db.get_db(),

@@ -19,6 +19,7 @@ from flask.typing import ResponseReturnValue
 from webapp.blueprints.pages import corpus_json, get_corpus_or_404
 from webapp.jobs import get_jobs
 from webapp.plumbing import owners
+from webapp.plumbing.inputs import json_body, whole_number
 from webapp.refusals import UserError
 from webapp.storage import browse, db, manage
 from webapp.storage.models import Corpus, Tokenizer
@@ -80,8 +81,7 @@ def delete_corpus(slug: str) -> ResponseReturnValue:
     counts = manage.footprint(db.session(), corpus.id)
     if request.method == "GET":
         return render_template("manage/delete_corpus.html", corpus=corpus, counts=counts)
-    confirmed = request.form.get("confirm_tokenizers", "")
-    confirmed_count = int(confirmed) if confirmed.isdigit() else 0
+    confirmed_count = whole_number(request.form.get("confirm_tokenizers", "")) or 0
     try:
         _delete_corpus(corpus, confirmed_count)
     except UserError as exc:
@@ -115,7 +115,8 @@ def delete_tokenizer(slug: str) -> ResponseReturnValue:
 
 # ----- JSON --------------------------------------------------------------------------------------
 def _json_object() -> dict[str, Any]:
-    data = request.get_json(silent=True) if request.content_length else {}
+    # Through the strict parser: depth, lone surrogates and huge numbers are refused by name.
+    data = json_body('{"name": "my corpus"}') if request.content_length else {}
     if not isinstance(data, dict):
         raise UserError('Send a JSON object, e.g. {"name": "my corpus"}.', status=400)
     return data

@@ -19,14 +19,18 @@ from urllib.parse import unquote_to_bytes
 
 from flask import Flask, Request, current_app, request
 from werkzeug.datastructures import FileStorage, Headers, MultiDict
+from werkzeug.exceptions import RequestEntityTooLarge
 from werkzeug.formparser import FormDataParser, MultiPartParser
 from werkzeug.routing import IntegerConverter, Map
 
-from webapp.refusals import UserError
+from webapp.refusals import UserError, human_bytes
 from webapp.storage.models import DB_ID_MAX
 
 MAX_URL_BYTES = 8192
 MAX_JSON_DEPTH = 32
+# No id, count or size the site takes needs more digits; Python refuses to convert integers of
+# over 4,300 digits at all (a ValueError that is not a JSON error), so the bound is ours.
+MAX_NUMBER_DIGITS = 20
 
 
 class DatabaseId(IntegerConverter):
@@ -118,7 +122,19 @@ class StrictFormDataParser(FormDataParser):
             max_form_parts=self.max_form_parts,
             cls=self.cls,
         )
-        form, files = parser.parse(stream, boundary, content_length)
+        try:
+            form, files = parser.parse(stream, boundary, content_length)
+        except RequestEntityTooLarge:
+            if content_length is None:
+                raise  # a body of unknown length ran past the size limit as it was read
+            # A known length passed the size limit before parsing began, so what ran over is a
+            # limit of the form's own: too many parts, or too long a text field.
+            raise UserError(
+                f"The form is more than this site reads: at most {self.max_form_parts:,} parts,"
+                f" and at most {human_bytes(self.max_form_memory_size or 0)} of text in a field"
+                " (a file may be larger).",
+                status=413,
+            ) from None
         return stream, self.cls(_utf8_fields(form.items(multi=True))), files
 
 
@@ -151,7 +167,7 @@ def json_body(example: str = "") -> Any:
             status=400,
         ) from None
     try:
-        value = json.loads(source)
+        value = json.loads(source, parse_int=_bounded_int)
     except RecursionError:
         raise _too_deep() from None
     except json.JSONDecodeError as exc:
@@ -175,6 +191,30 @@ def json_object(example: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UserError(f"Send a JSON object, e.g. {example}.", status=400)
     return value
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_NUMBER_DIGITS:
+        raise UserError(
+            f"The JSON body holds a number of {len(digits.lstrip('-')):,} digits; numbers here"
+            f" have at most {MAX_NUMBER_DIGITS}.",
+            status=400,
+        )
+    return int(digits)
+
+
+def whole_number(raw: str) -> int | None:
+    """A form field's non-negative whole number, or None when it is not one: ASCII digits
+    only (str.isdigit also takes '²' and other digits int() refuses), at most
+    MAX_NUMBER_DIGITS of them.
+
+    >>> whole_number("12"), whole_number(" 3 "), whole_number("²"), whole_number("9" * 5000)
+    (12, 3, None, None)
+    """
+    text = raw.strip()
+    if not text or len(text) > MAX_NUMBER_DIGITS or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)
 
 
 def _too_deep() -> UserError:

@@ -25,11 +25,11 @@ from sqlalchemy.orm import Session
 from werkzeug.wrappers import Response
 
 from webapp.plumbing.security import (
-    OWNER_COOKIE,
     Forbidden,
     bearer_token,
     external_url,
     is_https,
+    owner_cookie_name,
 )
 from webapp.storage import db
 from webapp.storage.models import (
@@ -88,13 +88,25 @@ def create_owner() -> tuple[int, str]:
         return owner.id, token
 
 
+TWO_COOKIES_MESSAGE = (
+    "This browser sent two owner cookies for this site, so it is not clear whose request this"
+    " is: another page on this host may have set one. Clear this site's cookies, then open your"
+    " owner link again."
+)
+
+
 # ----- the owner of the current request ----------------------------------------------------------
 def _presented_token() -> tuple[str | None, bool]:
     """(token, from_bearer) as the request presents it."""
     bearer = bearer_token()
     if bearer is not None:
         return bearer, True
-    return request.cookies.get(OWNER_COOKIE), False
+    tokens = request.cookies.getlist(owner_cookie_name())
+    if len(set(tokens)) > 1:
+        # Two owner cookies at once: one was planted on a longer path by some other page of
+        # this host, so whichever the browser sent first may not be this visitor's own.
+        raise Forbidden(TWO_COOKIES_MESSAGE)
+    return (tokens[0] if tokens else None), False
 
 
 def current_owner_id() -> int | None:
@@ -156,7 +168,7 @@ def pop_owner_link() -> str | None:
 
 def set_owner_cookie(response: Response, token: str) -> None:
     response.set_cookie(
-        OWNER_COOKIE,
+        owner_cookie_name(),
         token,
         max_age=COOKIE_MAX_AGE,
         httponly=True,

@@ -38,6 +38,7 @@ CSP = (
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SAFE_FETCH_SITES = frozenset({"same-origin", "none"})  # "none": typed in, or a bookmark
 LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "::1"]
+HSTS_SECONDS = 365 * 24 * 3600
 
 API_TYPE_MESSAGE = (
     "The API takes state changes as Content-Type: application/json, or with an"
@@ -50,6 +51,10 @@ csrf = CSRFProtect()
 # The cookie that carries an owner's credential (webapp.plumbing.owners hands it out): the one
 # ambient credential a foreign page could make a browser send, so what CSRF guards.
 OWNER_COOKIE = "bpe_owner"
+# Under https it is __Host-bpe_owner: a browser takes such a cookie only from a secure page of
+# this very host, for path / and no domain, so a page on another port or subdomain of the host
+# cannot plant one of its own beside it (cookie tossing).
+SECURE_OWNER_COOKIE = "__Host-" + OWNER_COOKIE
 
 
 class Forbidden(UserError):
@@ -120,7 +125,7 @@ def check_state_change() -> None:
     if bearer_token() is not None:
         return  # no cookie is relied on: nothing a foreign page could make the browser send
     if request.path.startswith("/api/"):
-        if OWNER_COOKIE not in request.cookies:
+        if owner_cookie_name() not in request.cookies:
             return  # no ambient credential to abuse (raw uploads still need a bearer token)
         if not request.is_json:
             raise Forbidden(API_TYPE_MESSAGE)
@@ -177,10 +182,17 @@ def add_headers(response: Response) -> Response:
     headers.setdefault("Referrer-Policy", "no-referrer")
     headers.setdefault("X-Frame-Options", "DENY")
     headers.setdefault("Content-Security-Policy", CSP)
+    if is_https():
+        # A browser that has seen the site over https never tries plain http for a year.
+        headers.setdefault("Strict-Transport-Security", f"max-age={HSTS_SECONDS}")
     if request.endpoint != "static" and "Cache-Control" not in headers:
         headers["Cache-Control"] = "no-store"
     response.vary.add("Cookie")
     return response
+
+
+def owner_cookie_name() -> str:
+    return SECURE_OWNER_COOKIE if is_https() else OWNER_COOKIE
 
 
 def is_https() -> bool:

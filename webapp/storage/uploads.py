@@ -250,7 +250,8 @@ def _bad_bytes_message(encoding: str, offset: int, exc: UnicodeDecodeError) -> s
 
 # ----- storing -------------------------------------------------------------------------------
 def clean_display(value: str | None, *, max_length: int) -> str:
-    """A user-supplied name or filename fit for display: no path, no control characters."""
+    """A user-supplied filename fit for display: no folders, no control characters (a corpus's
+    name is cleaned by `webapp.storage.manage.clean_name`, which keeps its slashes)."""
     if not value:
         return ""
     value = value.replace("\\", "/").rsplit("/", 1)[-1]
