@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from bpe.modes import get_mode
 from webapp.rendering.token_display import TokenInfo
 from webapp.storage.browse import base_size
 from webapp.storage.models import Tokenizer
@@ -32,7 +33,7 @@ class Describer:
         return cls(
             base=base,
             merge_end=base + row.merge_count,
-            words=row.mode == "words",
+            words=not get_mode(row.mode).byte_level,
             tok=tok if row.imported else None,
         )
 

@@ -10,6 +10,8 @@ import zipfile
 from pathlib import Path
 
 import bpe
+from bpe.modes import get_mode
+from bpe.rules import get_rule
 from webapp.refusals import UserError
 from webapp.storage.models import Tokenizer
 
@@ -20,6 +22,20 @@ DOWNLOADS = {
 }
 
 
+def unavailable(row: Tokenizer, fmt: str) -> str | None:
+    """Why `fmt` cannot hold this tokeniser, in a few words for its disabled button; None when
+    it can. Asked of the tokeniser's mode and encode rule (`bpe.modes`, `bpe.rules`), as the
+    exports themselves ask, so a new mode or rule needs no change here."""
+    if fmt == "json":
+        return None
+    if fmt not in get_rule(row.encode_rule).export_targets:
+        return "use the original file"
+    mode = get_mode(row.mode)
+    if not mode.byte_level or mode.split_pattern(row.pattern) is None:
+        return "byte-level modes only"
+    return None
+
+
 def export_file(
     tok: bpe.Tokenizer, row: Tokenizer, fmt: str, what: str
 ) -> tuple[str | bytes, str, str]:
@@ -27,13 +43,14 @@ def export_file(
     name = f"bpe-{row.mode}-{row.vocab_size}-{row.slug[:8]}"
     if fmt == "json":
         return bpe.formats.dumps(tok), f"{name}.json", "application/json"
-    if tok.mode not in ("naive", "chunked"):
+    why = unavailable(row, fmt)
+    if why == "byte-level modes only":
         raise UserError(
             f"A {tok.mode}-mode tokeniser cannot be exported to {what}: those formats are"
             " byte-level. Download the project's JSON, or train in naive or chunked mode.",
             status=422,
         )
-    if tok.imported and not (fmt == "tiktoken" and tok.rule == "tiktoken"):
+    if why is not None:
         raise UserError(
             f"This tokeniser was imported from {row.source_filename}; {what} cannot carry its"
             " encoding rule exactly. Download the project's JSON, or use the original file.",

@@ -68,7 +68,7 @@ def segment(
     spans: list[tuple[int, int]] = []
     chunk_of: list[int] = []
     byte_at = _byte_offsets(text)
-    words = tok.mode == "words"
+    words = not tok.mode_object.byte_level  # characters and </w>, not bytes
     unknown = tok.special_tokens.get(UNKNOWN) if words else None
     width = _widths(tok)
     for index, chunk in enumerate(chunks):
@@ -331,7 +331,7 @@ def _replay_imported(
 
 def _window_symbols(tok: bpe.Tokenizer, window_text: str, *, ends_word: bool) -> list[int]:
     symbols = base_symbols(tok, window_text)
-    if tok.mode == "words" and not ends_word:
+    if not tok.mode_object.byte_level and not ends_word:
         symbols = symbols[:-1]  # a window that stops inside a word has no `</w>`
     return symbols
 

@@ -12,12 +12,16 @@ from datetime import datetime
 from flask import Flask
 from markupsafe import Markup
 
+from bpe.modes import TrainingMode, get_mode, mode_names
 from bpe.patterns import pattern_name
 from webapp.jobs.progress import PHASES
 from webapp.refusals import human_bytes
 from webapp.rendering.chips import id_stream_html, stream_html, token_html
+from webapp.rendering.downloads import unavailable
 from webapp.rendering.page_text import escape_html, form_value_html, visible_html
 from webapp.rendering.token_display import TokenInfo, TokenView, token_view
+
+DEFAULT_MODE = "chunked"  # what the train form and the job settings take when none is given
 
 
 def init_app(app: Flask) -> None:
@@ -38,7 +42,16 @@ def init_app(app: Flask) -> None:
         token_html=token_html,
         stream_html=stream_html,
         id_stream_html=id_stream_html,
+        training_modes=training_modes,
+        download_unavailable=unavailable,
     )
+
+
+def training_modes() -> list[TrainingMode]:
+    """Every registered mode for the train form, the default (chunked) first: a mode
+    registered with `bpe.modes.register_mode` appears there with its label and description."""
+    modes = [get_mode(name) for name in mode_names()]
+    return sorted(modes, key=lambda mode: mode.name != DEFAULT_MODE)
 
 
 def esc_filter(text: str | None) -> Markup:

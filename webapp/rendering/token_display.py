@@ -342,7 +342,7 @@ def _view(
 def token_infos(tok: bpe.Tokenizer, ids: Iterable[int]) -> list[TokenInfo]:
     """TokenInfo for ids of a bpe.Tokenizer; raises ValueError for an id not in it."""
     specials = set(tok.special_tokens.values())
-    base_kind = "character" if tok.mode == "words" else "byte"
+    base_kind = "byte" if tok.mode_object.byte_level else "character"
     out = []
     for token_id in ids:
         data = tok.token_bytes(token_id)
