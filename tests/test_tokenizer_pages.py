@@ -81,6 +81,41 @@ def test_playground_fragment_for_htmx(client, tok_ref):
     assert "HX-Request" in response.headers["Vary"]
 
 
+def test_fragments_skip_the_headers_lookups_and_draw_the_same(app, client, tok_ref):
+    """A fragment redraws a part below the header, so it asks nothing the header alone needs:
+    the sample pair's lookup (by the sample's SHA-256) and the "compare with…" choices."""
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def record(_conn, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    def asked(url: str, headers: dict[str, str]) -> tuple[int, str]:
+        statements.clear()
+        event.listen(app.extensions["bpe_db"].engine, "before_cursor_execute", record)
+        try:
+            response = client.get(url, headers=headers)
+        finally:
+            event.remove(app.extensions["bpe_db"].engine, "before_cursor_execute", record)
+        assert response.status_code == 200, url
+        return len(statements), response.get_data(as_text=True)
+
+    slug = tok_ref.slug
+    for url, fragment_class in (
+        (f"/t/{slug}/encode?text=hello+there", 'class="tokens"'),
+        (f"/t/{slug}/merges", "<table"),
+        (f"/t/{slug}/vocab", "<table"),
+    ):
+        page_queries, page_html = asked(url, {})
+        assert any("corpora.sha256 =" in s for s in statements), url  # the header's lookup
+        fragment_queries, fragment_html = asked(url, HX)
+        assert not any("corpora.sha256 =" in s for s in statements), url  # no sample lookup
+        assert fragment_queries < page_queries, (url, fragment_queries, page_queries)
+        assert fragment_class in fragment_html and "<html" not in fragment_html
+        assert fragment_html.strip() in page_html, url  # the page draws the same part
+
+
 def test_playground_live_typing_is_wired_with_htmx(client, tok_ref):
     _, html = page(client, f"/t/{tok_ref.slug}")
     assert 'hx-trigger="input changed delay:300ms"' in html

@@ -156,25 +156,32 @@ def render_corpus(
     return html, status
 
 
-def tokenizer_context(slug: str) -> dict[str, Any]:
-    """What the header and tabs of every tokeniser page need (templates/tokenizers/layout.html);
-    a missing or deleted tokeniser is the 404."""
+def tokenizer_context(slug: str, *, header: bool = True) -> dict[str, Any]:
+    """What every tokeniser page needs (templates/tokenizers/layout.html); a missing or deleted
+    tokeniser is the 404. `header=False` for an htmx fragment, which redraws a part below the
+    header: it gets the row and what the parts use, not the header's own lookups (the "compare
+    with…" choices and the sample pair, the special tokens, the downloads)."""
     session = db.session()
     row = browse.get_tokenizer(session, slug)
     corpus = browse.corpus_of(session, row)
-    return {
+    context: dict[str, Any] = {
         "row": row,
         "corpus": corpus,
-        # The corpus's link only for its owner: a tokeniser link does not give its corpus away.
-        "corpus_link": owners.owns(corpus),
         "is_owner": owners.owns(row),
-        "specials": browse.special_tokens(row),
-        "compare_choices": listings.compare_choices(
+        "references": imports.references(session),  # the playground's "same text in" switch
+    }
+    if not header:
+        return context
+    context.update(
+        # The corpus's link only for its owner: a tokeniser link does not give its corpus away.
+        corpus_link=owners.owns(corpus),
+        specials=browse.special_tokens(row),
+        compare_choices=listings.compare_choices(
             session,
             row,
             owner_id=owners.current_owner_id(),
             first=sample_siblings(session, row),
         ),
-        "references": imports.references(session),
-        "downloads": DOWNLOADS,
-    }
+        downloads=DOWNLOADS,
+    )
+    return context

@@ -68,13 +68,13 @@ bp.register_error_handler(UserError, refuse_in_place)
 # ----- playground (the tokeniser's landing page) -------------------------------------------------
 @bp.get("/<slug>")
 def show(slug: str) -> ResponseReturnValue:
-    context = tokenizer_context(slug)
+    context = tokenizer_context(slug, header=not is_fragment_request())
     return _playground(context, request.args, Display.from_args(request.args))
 
 
 @bp.route("/<slug>/encode", methods=["GET", "POST"])
 def encode(slug: str) -> ResponseReturnValue:
-    context = tokenizer_context(slug)
+    context = tokenizer_context(slug, header=not is_fragment_request())
     values = request.form if request.method == "POST" else request.args
     return _playground(context, values, Display.from_args(values))
 
@@ -155,7 +155,7 @@ def _playground(
 @bp.route("/<slug>/why", methods=["GET", "POST"])
 def why(slug: str) -> ResponseReturnValue:
     """ "Why this split?": the replay of one token's chunk (htmx: only the panel)."""
-    context = tokenizer_context(slug)
+    context = tokenizer_context(slug, header=not is_fragment_request())
     values = request.form if request.method == "POST" else request.args
     return _playground(context, values, Display.from_args(values), why=True)
 
@@ -163,7 +163,7 @@ def why(slug: str) -> ResponseReturnValue:
 # ----- merges -----------------------------------------------------------------------------------
 @bp.get("/<slug>/merges")
 def merges(slug: str) -> ResponseReturnValue:
-    context = tokenizer_context(slug)
+    context = tokenizer_context(slug, header=not is_fragment_request())
     query = browse.MergeQuery.from_args(request.args)
     display = list_display(request.args)
     if noisy_query(request.args) and not is_fragment_request():
@@ -204,7 +204,7 @@ def _merge_views(
 # ----- vocabulary ---------------------------------------------------------------------------------
 @bp.get("/<slug>/vocab")
 def vocab(slug: str) -> ResponseReturnValue:
-    context = tokenizer_context(slug)
+    context = tokenizer_context(slug, header=not is_fragment_request())
     # A reader comes for what was learned; the base bytes and specials are one choice away.
     query = browse.VocabQuery.from_args(request.args, default_kind="learned")
     display = list_display(request.args)
