@@ -44,7 +44,6 @@ class JobStatus(StrEnum):
     INTERRUPTED = "interrupted"
 
 
-JOB_STATUSES = tuple(status.value for status in JobStatus)
 ACTIVE_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
 FINISHED_STATUSES = frozenset(JobStatus) - ACTIVE_STATUSES
 
