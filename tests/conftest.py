@@ -53,7 +53,7 @@ from webapp.storage.uploads import store_text
 pytest_plugins = ["tests.browser"]  # the `browser` fixture of the real-browser tests
 
 # The background threads an app starts with run_jobs=True (webapp/jobs/).
-RUNNER_THREADS = ("bpe-job-runner", "bpe-evaluations", "bpe-job-sweep")
+RUNNER_THREADS = ("bpe-job-runner", "bpe-job-sweep")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -47,7 +47,8 @@ class JobQueueUnreachable(UserError):
 
 
 def task_id(kind: str, job_id: int) -> str:
-    return f"bpe-{kind}-{job_id}"
+    # One per sending: a kind may queue the same row again (an evaluation asked for anew).
+    return f"bpe-{kind}-{job_id}-{time.time_ns()}"
 
 
 def make_celery(app: Flask) -> Celery:
