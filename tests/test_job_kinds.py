@@ -9,6 +9,7 @@ import multiprocessing
 import os
 
 import pytest
+from sqlalchemy import select
 
 from tests import toy_kind
 from tests.conftest import need_broker
@@ -17,6 +18,8 @@ from webapp import config, create_app, stop_runners
 from webapp.jobs import JobKinds
 from webapp.jobs.kind import load_kind
 from webapp.jobs.task import TRAINING
+from webapp.refusals import UserError
+from webapp.storage.models import EvaluationRow, TrainingJob
 from webapp.storage.uploads import store_text
 
 TEXT = "".join(f"line {i} of the corpus\n" for i in range(120))
@@ -173,3 +176,27 @@ def test_the_old_name_of_the_execution_setting_still_works(app_config, monkeypat
     assert config.from_env(os.environ)["JOBS_EXECUTION"] == "manual"
     monkeypatch.setenv("BPE_JOBS_EXECUTION", "inline")  # the new name wins
     assert config.from_env(os.environ)["JOBS_EXECUTION"] == "inline"
+
+
+def test_a_broker_out_of_reach_leaves_no_job_of_any_kind_waiting(app_config, make_tokenizer):
+    """The one task's sending fails for every kind alike: a 503, and a row that says what
+    happened in its kind's words instead of waiting for a worker that will never hear of it."""
+    tok = make_tokenizer()
+    app_config.update(
+        JOB_BACKEND="celery", CELERY_BROKER_URL="redis://127.0.0.1:1/0", JOBS_EXECUTION="thread"
+    )
+    app = create_app(app_config)
+    try:
+        backend = app.extensions["bpe_jobs"]
+        with pytest.raises(UserError, match="cannot be reached") as refused:
+            backend.submit(tok.corpus_id, {"mode": "naive", "vocab_size": 300})
+        assert refused.value.status == 503
+        with app.extensions["bpe_db"].read_scope() as session:
+            assert session.scalars(select(TrainingJob)).one().status == "cancelled"  # rerun it
+        with pytest.raises(UserError, match="cannot be reached"):
+            app.extensions["bpe_evaluations"].submit(tokenizer_id=tok.id, corpus_id=tok.corpus_id)
+        with app.extensions["bpe_db"].read_scope() as session:
+            evaluation = session.scalars(select(EvaluationRow)).one()
+            assert evaluation.status == "failed" and "evaluate again" in (evaluation.error or "")
+    finally:
+        app.extensions["bpe_db"].dispose()
