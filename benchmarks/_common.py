@@ -24,7 +24,7 @@ def bench_app(prefix: str, **config: Any):
     return create_app(
         {
             "DATABASE_URL": f"sqlite:///{folder}/bench.sqlite3",
-            "JOBS_MODE": "manual",
+            "JOBS_EXECUTION": "manual",
             "UPLOAD_TMP_DIR": folder,
             **config,
         }

@@ -55,7 +55,7 @@ class Served:
             "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
             "BPE_UPLOAD_TMP_DIR": str(workdir / "uploads-tmp"),
             "BPE_MAX_UPLOAD_MB": "250",
-            "BPE_JOBS_MODE": "thread",
+            "BPE_JOBS_EXECUTION": "thread",
         }
         self.log = open(workdir / "server.log", "ab")  # noqa: SIM115 - closed in stop()
         self.process = start_readme_server(env, stdout=self.log, stderr=self.log, own_session=True)

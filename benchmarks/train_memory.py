@@ -93,7 +93,7 @@ def prepare_job(corpus: str, folder: str, vocab: int) -> dict:
     from webapp.jobs.store import JobStore
 
     url = f"sqlite:///{folder}/jobs.sqlite3"
-    app = create_app({"DATABASE_URL": url, "JOBS_MODE": "manual", "UPLOAD_TMP_DIR": folder})
+    app = create_app({"DATABASE_URL": url, "JOBS_EXECUTION": "manual", "UPLOAD_TMP_DIR": folder})
     corpus_id = store_corpus(app, Path(corpus).read_text(encoding="utf-8"), name="150 MB")
     store = JobStore(app.extensions["bpe_db"])
     [job_id] = store.submit_many(corpus_id, [{"mode": "naive", "vocab_size": vocab}])

@@ -26,7 +26,7 @@ def _serve(database_url: str, tmp_dir: str, port_queue, burn: dict | None) -> No
         {
             "DATABASE_URL": database_url,
             "UPLOAD_TMP_DIR": tmp_dir,
-            "JOBS_MODE": "thread",
+            "JOBS_EXECUTION": "thread",
             "SECRET_KEY": "bench",
         },
         run_jobs=True,  # this process runs the jobs, as the README's server does

@@ -32,11 +32,11 @@ BROWSER_MARKS = [
 ]
 
 
-def serve_app(tmp: Path, jobs_mode: str = "thread") -> Iterator[tuple[str, object]]:
+def serve_app(tmp: Path, jobs_execution: str = "thread") -> Iterator[tuple[str, object]]:
     """Serve an app on a temporary database from a thread: yields (base url, app).
 
-    `jobs_mode` "thread" runs submitted jobs in the server's runner; "manual" leaves them queued
-    (for tests that store tokenisers themselves)."""
+    `jobs_execution` "thread" runs submitted jobs in the server's runner; "manual" leaves them
+    queued (for tests that store tokenisers themselves)."""
     from werkzeug.serving import make_server
 
     from webapp import create_app, stop_runners
@@ -46,10 +46,10 @@ def serve_app(tmp: Path, jobs_mode: str = "thread") -> Iterator[tuple[str, objec
             "TESTING": True,
             "DATABASE_URL": f"sqlite:///{tmp / 'site.sqlite3'}",
             "UPLOAD_TMP_DIR": str(tmp / "uploads"),
-            "JOBS_MODE": jobs_mode,
+            "JOBS_EXECUTION": jobs_execution,
             "JOBS_PROGRESS_INTERVAL": 0.1,
         },
-        run_jobs=jobs_mode == "thread",
+        run_jobs=jobs_execution == "thread",
     )
     server = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -54,7 +54,7 @@ from webapp.storage.uploads import store_text
 pytest_plugins = ["tests.browser"]  # the `browser` fixture of the real-browser tests
 
 # The background threads an app starts with run_jobs=True (webapp/jobs/).
-RUNNER_THREADS = ("bpe-job-runner", "bpe-evaluations", "bpe-job-sweep")
+RUNNER_THREADS = ("bpe-job-runner", "bpe-job-sweep")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -251,7 +251,7 @@ def app_config(tmp_path) -> dict:
         "SECRET_KEY": "test",
         "DATABASE_URL": _database_url(tmp_path),
         "UPLOAD_TMP_DIR": str(tmp_path / "uploads-tmp"),
-        "JOBS_MODE": "manual",  # nothing trains until a test calls runner.run_next()
+        "JOBS_EXECUTION": "manual",  # nothing trains until a test calls runner.run_next()
         "JOBS_PROGRESS_INTERVAL": 0.0,
         **_backend_config(),
     }
@@ -373,7 +373,8 @@ def runner(app):
 
 @pytest.fixture
 def job_runner(app):
-    """The app's JobRunner (manual mode: `job_runner.run_next()` trains the oldest queued job)."""
+    """The app's job backend (manual execution: `job_runner.run_next()` trains the oldest queued
+    job)."""
     return app.extensions["bpe_jobs"]
 
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_factory_uses_test_config(app):
     assert app.testing
-    assert app.config["JOBS_MODE"] == "manual"
+    assert app.config["JOBS_EXECUTION"] == "manual"
 
 
 def test_environment_overrides_defaults(monkeypatch, app_config):

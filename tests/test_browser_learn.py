@@ -26,7 +26,7 @@ pytestmark = BROWSER_MARKS
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """(base URL, app): jobs stay queued; the trio is stored directly."""
-    yield from serve_app(tmp_path_factory.mktemp("learn"), jobs_mode="manual")
+    yield from serve_app(tmp_path_factory.mktemp("learn"), jobs_execution="manual")
 
 
 @pytest.fixture(scope="module")

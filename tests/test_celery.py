@@ -33,7 +33,7 @@ def celery_config(app_config):
     app_config.update(
         JOB_BACKEND="celery",
         CELERY_BROKER_URL=need_broker(),
-        JOBS_MODE="thread",
+        JOBS_EXECUTION="thread",
         JOBS_PROGRESS_INTERVAL=0.1,
     )
     app_config.setdefault("JOB_QUEUE", f"bpe-test-{os.urandom(6).hex()}")

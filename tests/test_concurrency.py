@@ -25,7 +25,7 @@ from webapp.storage.uploads import store_text
 
 @pytest.fixture
 def live_app(app_config, celery_workers):
-    app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.05)
+    app_config.update(JOBS_EXECUTION="thread", JOBS_PROGRESS_INTERVAL=0.05)
     app = create_app(app_config, run_jobs=True)
     if JOB_BACKEND == "celery":
         celery_workers()  # the job trains on a real worker instead

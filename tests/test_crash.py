@@ -58,7 +58,7 @@ class Served:
             "PORT": str(self.port),
             "DATABASE_URL": f"sqlite:///{workdir / 'crash.sqlite3'}",
             "BPE_UPLOAD_TMP_DIR": str(workdir / "uploads-tmp"),
-            "BPE_JOBS_MODE": "thread",
+            "BPE_JOBS_EXECUTION": "thread",
         }
         self.log = open(workdir / "server.log", "ab")  # noqa: SIM115 - closed in kill()
         self.process = start_readme_server(env, stdout=self.log, stderr=self.log, own_session=True)

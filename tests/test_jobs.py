@@ -280,7 +280,7 @@ def test_queued_jobs_are_picked_up_after_a_restart(
     job_id = start_job(client, corpus.slug)  # queued; this (manual) app never runs it
     if JOB_BACKEND == "celery":
         celery_workers()  # a worker starting later finds the job's message waiting
-    app_config["JOBS_MODE"] = "thread"
+    app_config["JOBS_EXECUTION"] = "thread"
     restarted = create_app(app_config, run_jobs=True)
     try:
         wait_for(lambda: job_row(restarted, job_id).status == "succeeded")
@@ -333,7 +333,7 @@ def threaded_app_without_kill(app_config, celery_workers):
 
 
 def _threaded_app(app_config, celery_workers):
-    app_config.update(JOBS_MODE="thread", JOBS_PROGRESS_INTERVAL=0.1)
+    app_config.update(JOBS_EXECUTION="thread", JOBS_PROGRESS_INTERVAL=0.1)
     app = create_app(app_config, run_jobs=True)
     if JOB_BACKEND == "celery":
         celery_workers()
@@ -382,8 +382,8 @@ def test_threaded_cancel_is_seen_by_the_training_process(
     children = []
     real_spawn = runner._spawn
 
-    def spawn_and_remember(job_id):
-        children.append(real_spawn(job_id))
+    def spawn_and_remember(job_id, kind):
+        children.append(real_spawn(job_id, kind))
         return children[-1]
 
     monkeypatch.setattr(runner, "_spawn", spawn_and_remember)
@@ -405,7 +405,7 @@ def test_threaded_cancel_is_seen_by_the_training_process(
 def test_a_job_whose_process_cannot_start_fails_with_the_reason(threaded_app, monkeypatch):
     runner = threaded_app.extensions["bpe_jobs"]
 
-    def broken_spawn(job_id):
+    def broken_spawn(job_id, kind):
         raise OSError("no more processes")
 
     monkeypatch.setattr(runner, "_spawn", broken_spawn)
@@ -421,8 +421,8 @@ def remember_spawned_pids(app, monkeypatch) -> list[int]:
     spawned: list[int] = []
     real_spawn = runner._spawn
 
-    def spawn_and_remember(job_id):
-        child = real_spawn(job_id)
+    def spawn_and_remember(job_id, kind):
+        child = real_spawn(job_id, kind)
         spawned.append(child.process.pid)
         return child
 

@@ -89,7 +89,7 @@ class OwnersMachine(RuleBasedStateMachine):
                 "SECRET_KEY": "machine",
                 "DATABASE_URL": f"sqlite:///{os.path.join(self.tmp, 'db.sqlite3')}",
                 "UPLOAD_TMP_DIR": os.path.join(self.tmp, "uploads-tmp"),
-                "JOBS_MODE": "manual",
+                "JOBS_EXECUTION": "manual",
                 "JOBS_PROGRESS_INTERVAL": 0.0,
                 "JOBS_PER_OWNER": 3,
             }

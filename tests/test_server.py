@@ -50,7 +50,7 @@ def job_status(app, job_id: int) -> str:
 
 @pytest.mark.embedded_only
 def test_a_second_serving_process_leaves_the_runners_jobs_alone(app_config, make_corpus, app):
-    app_config["JOBS_MODE"] = "thread"
+    app_config["JOBS_EXECUTION"] = "thread"
     with serving(app_config) as owner:
         job_id = running_job(owner, make_corpus().id)
         with serving(app_config) as second:  # e.g. a second gunicorn worker
@@ -82,17 +82,18 @@ def evaluation_status(app, evaluation_id: int) -> str:
 
 @pytest.mark.embedded_only  # with BPE_JOB_BACKEND=celery a worker runs them, no thread
 def test_one_serving_process_of_several_runs_the_evaluations(app_config, make_tokenizer, app):
-    """gunicorn workers each build the app with run_jobs=True: the evaluation runner is one of
-    them (its own file lock), so a second worker starting never marks the first's running
-    evaluation interrupted; once the first is gone, the next one recovers it."""
-    app_config["JOBS_MODE"] = "thread"
+    """gunicorn workers each build the app with run_jobs=True: the job runner, which runs the
+    evaluations too, is one of them (its file lock), so a second worker starting never marks
+    the first's running evaluation interrupted; once the first is gone, the next one recovers
+    it."""
+    app_config["JOBS_EXECUTION"] = "thread"
     with serving(app_config) as first:
         evaluation_id = running_evaluation(first, make_tokenizer())
         with serving(app_config) as second:
-            assert second.extensions["bpe_evaluations"]._thread is None
+            assert second.extensions["bpe_jobs"]._thread is None
             assert evaluation_status(second, evaluation_id) == "running"
     with serving(app_config) as successor:
-        assert successor.extensions["bpe_evaluations"]._thread is not None
+        assert successor.extensions["bpe_jobs"]._thread is not None
         assert evaluation_status(successor, evaluation_id) == "interrupted"
 
 
@@ -136,7 +137,7 @@ def test_the_readme_server_serves_with_gunicorn_and_runs_jobs(tmp_path):
     env = {
         "PORT": str(port),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
-        "BPE_JOBS_MODE": "thread",
+        "BPE_JOBS_EXECUTION": "thread",
         # Several workers on a fresh database, whatever this machine's core count: the schema
         # is made once (in the master), one worker runs the job, any worker takes the requests.
         "WEB_CONCURRENCY": "3",

@@ -44,7 +44,7 @@ class Server:
             "PORT": str(self.port),
             "DATABASE_URL": f"sqlite:///{self.database}",
             "BPE_UPLOAD_TMP_DIR": str(tmp / "uploads"),
-            "BPE_JOBS_MODE": "thread",
+            "BPE_JOBS_EXECUTION": "thread",
         }
         self.log_path = tmp / "server.err"
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stderr()

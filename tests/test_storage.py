@@ -191,7 +191,7 @@ def test_a_corrupt_database_stops_start_up_with_one_line_naming_the_file(app_con
     path.write_bytes(bytes(data))
 
     script = "from webapp import create_app; create_app()"
-    env = {**os.environ, "DATABASE_URL": app_config["DATABASE_URL"], "BPE_JOBS_MODE": "manual"}
+    env = {**os.environ, "DATABASE_URL": app_config["DATABASE_URL"], "BPE_JOBS_EXECUTION": "manual"}
     started = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
     )

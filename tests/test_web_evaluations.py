@@ -14,7 +14,10 @@ import pytest
 import bpe
 from bpe.export_tiktoken import rank_file_text
 from tests.waiting import wait_for
-from webapp.jobs import evaluation_runner, evaluations
+from webapp.jobs import evaluations
+from webapp.jobs.embedded import EmbeddedRunner
+from webapp.jobs.evaluations import EVALUATION, Evaluations
+from webapp.jobs.kind import JobKinds
 from webapp.storage.convert import store_imported
 from webapp.storage.models import EvaluationRow, JobStatus, Tokenizer
 from webapp.storage.uploads import store_text
@@ -97,15 +100,21 @@ def test_bad_requests(client, imported):
     )
 
 
+def background_runner(database, *, niceness: int = 0) -> tuple[EmbeddedRunner, Evaluations]:
+    """A job runner of its own on the app's database, running jobs in its thread."""
+    runner = EmbeddedRunner(database, kinds=JobKinds([EVALUATION]), niceness=niceness)
+    return runner, Evaluations(runner)
+
+
 def test_background_runner_evaluates_in_a_child_process(app, imported):
     own, ref_slug, ref_tok = imported
     database = app.extensions["bpe_db"]
-    runner = evaluation_runner.EvaluationRunner(database, inline=False)
+    runner, evaluating = background_runner(database)
     runner.start()
     try:
         with database.session_scope() as session:
             ref_id = session.query(Tokenizer).filter_by(slug=ref_slug).one().id
-        evaluation_id = runner.submit(tokenizer_id=ref_id, corpus_id=own.corpus_id)
+        evaluation_id = evaluating.submit(tokenizer_id=ref_id, corpus_id=own.corpus_id)
         deadline = time.monotonic() + 120
         status = None
         while time.monotonic() < deadline:
@@ -126,16 +135,17 @@ def test_an_evaluation_child_runs_at_the_configured_lower_priority(app, imported
     carries the setting, and the child process it starts runs that much nicer."""
     own, _, _ = imported
     database = app.extensions["bpe_db"]
-    assert app.extensions["bpe_evaluations"].niceness == app.config["JOBS_NICE"] == 10
+    niceness = app.extensions["bpe_jobs"].supervisors[EVALUATION.name].niceness
+    assert niceness == app.config["JOBS_NICE"] == 10
     corpus, _ = store_text(
         database, random_words(400_000), name="big", tmp_dir=app.config["UPLOAD_TMP_DIR"]
     )
-    runner = evaluation_runner.EvaluationRunner(database, inline=False, niceness=10)
+    runner, evaluating = background_runner(database, niceness=10)
     runner.start()
     expected = min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19)
     seen: set[int] = set()
     try:
-        evaluation_id = runner.submit(tokenizer_id=own.id, corpus_id=corpus.id)
+        evaluation_id = evaluating.submit(tokenizer_id=own.id, corpus_id=corpus.id)
         name = f"bpe-evaluate-{evaluation_id}"
 
         def niced_or_done() -> bool:
@@ -161,7 +171,7 @@ def test_cancel_stops_an_evaluation(app, imported):
     )
     assert evaluations.claim_next(database) == evaluation_id
     evaluations.request_cancel(database, evaluation_id)
-    evaluation_runner.run_evaluation(database, evaluation_id, interval=0.0)
+    evaluations.run_evaluation(database, evaluation_id, interval=0.0)
     with database.read_scope() as session:
         row = session.get(EvaluationRow, evaluation_id)
         assert row.status == JobStatus.CANCELLED.value and row.tokens is None

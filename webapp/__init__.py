@@ -15,7 +15,6 @@ from flask import Flask
 
 from webapp import config, jobs
 from webapp.content import imports, sample
-from webapp.jobs import evaluation_runner
 from webapp.plumbing import errors, inputs, owners, security
 from webapp.rendering import template_filters
 from webapp.storage import db, uploads
@@ -35,7 +34,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     app.config.from_mapping(config.defaults(app.instance_path))
     app.config.update(config.from_env(os.environ))
     if test_config is not None:
-        app.config.update(test_config)
+        app.config.update(config.renamed(test_config))
     config.check(app.config)
     os.makedirs(app.instance_path, exist_ok=True)
     if not app.config["SECRET_KEY"]:
@@ -94,7 +93,6 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         if removed:
             app.logger.info("removed %d upload temp file(s) left by a stopped server", removed)
     jobs.init_app(app, run_jobs=run_jobs and schema_ready)
-    evaluation_runner.init_app(app, run_jobs=run_jobs and schema_ready)
     return app
 
 
@@ -115,8 +113,7 @@ def check_database() -> None:
 
 
 def stop_runners(app: Flask) -> None:
-    """Stop what this app runs in the background: the job runner and the evaluation runner (a
+    """Stop what this app runs in the background: the job runner of every kind of job (a
     process that made several apps on one database, such as the tests, must stop each one's, or
     an old runner claims the next app's work)."""
     app.extensions["bpe_jobs"].stop()
-    app.extensions["bpe_evaluations"].stop()

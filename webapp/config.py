@@ -69,13 +69,20 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         int,
         "Jobs one owner may have queued or running at once (default 3); one more answers 429.",
     ),
-    "BPE_JOBS_MODE": (
-        "JOBS_MODE",
+    "BPE_JOBS_EXECUTION": (
+        "JOBS_EXECUTION",
         str,
         (
-            "`thread` (default: a runner thread driving child processes), `inline` or `manual`"
-            " (tests: run in the request, or only when a test steps the runner)."
+            "Where jobs run: `thread` (default: in the background, a runner thread driving"
+            " child processes, or Celery workers), `inline` or `manual` (tests: in the request,"
+            " or only when a test steps the runner). `BPE_JOBS_MODE` is the old name."
         ),
+    ),
+    "BPE_JOB_KINDS": (
+        "JOB_KINDS",
+        lambda v: tuple(s.strip() for s in v.split(",") if s.strip()),
+        "Comma-separated job kinds to add to the built-in ones (training, evaluation), each"
+        " as `package.module:NAME` (a `webapp.jobs.JobKind`); web and workers must agree.",
     ),
     "BPE_JOB_BACKEND": (
         "JOB_BACKEND",
@@ -135,6 +142,11 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
 }
 
 
+# Old names still read: old name -> the setting's name now (env vars, then config keys).
+ENV_ALIASES = {"BPE_JOBS_MODE": "BPE_JOBS_EXECUTION"}
+KEY_ALIASES = {"JOBS_MODE": "JOBS_EXECUTION"}
+
+
 def _public_url(value: str) -> str:
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
@@ -155,7 +167,8 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "UPLOAD_TMP_DIR": os.path.join(instance_path, "uploads-tmp"),
         "JOBS_MAX_RUNNING": 1,
         "JOBS_MAX_QUEUED": 8,
-        "JOBS_MODE": "thread",
+        "JOBS_EXECUTION": "thread",
+        "JOB_KINDS": (),
         # Seconds between progress writes from a running job; a page sees changes within this.
         "JOBS_PROGRESS_INTERVAL": 0.25,
         # A child that ignores the stop flag this long after a cancel is terminated.
@@ -178,6 +191,9 @@ def defaults(instance_path: str) -> dict[str, Any]:
 def from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """The settings given in the environment, parsed; a bad value fails start-up with its name."""
     settings: dict[str, Any] = {}
+    for old, new in ENV_ALIASES.items():
+        if environ.get(old) and not environ.get(new):
+            environ = {**environ, new: environ[old]}
     for name, (key, parse, _) in ENV_VARS.items():
         raw = environ.get(name)
         if raw is None or raw == "":
@@ -189,9 +205,21 @@ def from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return settings
 
 
+def renamed(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings given under an old key (`JOBS_MODE`) under their name now, unless both are."""
+    given = dict(settings)
+    for old, new in KEY_ALIASES.items():
+        if old in given:
+            value = given.pop(old)
+            given.setdefault(new, value)
+    return given
+
+
 def check(config: Mapping[str, Any]) -> None:
-    if config["JOBS_MODE"] not in ("thread", "inline", "manual"):
-        raise ValueError(f"JOBS_MODE must be thread, inline or manual, not {config['JOBS_MODE']!r}")
+    if config["JOBS_EXECUTION"] not in ("thread", "inline", "manual"):
+        raise ValueError(
+            f"BPE_JOBS_EXECUTION must be thread, inline or manual, not {config['JOBS_EXECUTION']!r}"
+        )
     if config["JOB_BACKEND"] not in ("embedded", "celery"):
         raise ValueError(
             f"BPE_JOB_BACKEND must be embedded or celery, not {config['JOB_BACKEND']!r}"

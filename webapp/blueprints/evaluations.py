@@ -17,7 +17,6 @@ from __future__ import annotations
 from flask import (
     Blueprint,
     abort,
-    current_app,
     jsonify,
     redirect,
     render_template,
@@ -27,8 +26,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 
 from webapp.blueprints.pages import get_corpus_or_404, require_training_allowed
-from webapp.jobs import evaluations
-from webapp.jobs.evaluation_runner import EvaluationRunner
+from webapp.jobs import evaluations, get_evaluations
 from webapp.plumbing import owners
 from webapp.rendering import evaluations as evaluation_display
 from webapp.storage import browse, db
@@ -39,17 +37,15 @@ from webapp.storage.models import Corpus, EvaluationRow
 bp = Blueprint("evaluations", __name__)
 
 
-def runner() -> EvaluationRunner:
-    return current_app.extensions["bpe_evaluations"]
-
-
 @bp.post("/c/<slug>/evaluate")
 def evaluate(slug: str) -> ResponseReturnValue:
     corpus = get_corpus_or_404(slug)
     require_training_allowed(corpus)
     choice = request.form.get("tokenizer", "")
     row = browse.get_tokenizer(db.session(), choice)  # 404 for a bad or deleted slug
-    runner().submit(tokenizer_id=row.id, corpus_id=corpus.id, owner_id=owners.owner_id_for_write())
+    get_evaluations().submit(
+        tokenizer_id=row.id, corpus_id=corpus.id, owner_id=owners.owner_id_for_write()
+    )
     return redirect(url_for("corpora.show", slug=corpus.slug) + "#evaluations", code=303)
 
 
@@ -111,5 +107,5 @@ def show_json(slug: str, evaluation_id: int) -> ResponseReturnValue:
 def cancel(slug: str, evaluation_id: int) -> ResponseReturnValue:
     corpus, row = _evaluation_or_404(slug, evaluation_id, to_change=True)
     owners.require_owner(row, "evaluation")
-    evaluations.request_cancel(db.get_db(), evaluation_id)
+    get_evaluations().request_cancel(evaluation_id)
     return redirect(url_for("corpora.show", slug=corpus.slug) + "#evaluations", code=303)

@@ -1,14 +1,23 @@
-"""Training jobs: one interface for the app, whichever backend runs them.
+"""Background jobs of every kind, on one machinery, whichever backend runs them.
 
+- `kind.py`: what a kind of job adds (`JobKind`: its table, its task) and the registry
+  (`JobKinds`); BPE_JOB_KINDS adds kinds from other modules.
+- `store.py`: every query on job rows: `JobRows`, one kind's queue (claim, heartbeat, cancel,
+  stale recovery) written once; `JobStore`, the training jobs' own (admission in the database,
+  progress, the result); statuses as `JobStatus`.
 - `settings.py`: the train form parsed once into a `JobSettings` value.
-- `store.py`: every query on the job rows; statuses as `JobStatus`; admission in the database.
-- `task.py`: the training itself (read the corpus, train, record), wherever it runs.
-- `process.py`: a training in a child process, and its supervision.
+- `task.py`: the training kind (`TRAINING`): read the corpus, train, record, wherever it runs.
+- `progress.py`: a training's phases and its honest time left.
+- `evaluations.py`: the evaluation kind (`EVALUATION`): its queue, its task, its front.
+- `process.py`: a job in a child process, and its supervision.
+- `backend.py`: the one interface the app uses (`JobBackend`).
 - `embedded.py`: the default backend, a runner thread in the serving process.
-- `celery_backend.py`: jobs on Celery workers (imported only when configured).
+- `celery_backend.py`: jobs on Celery workers, one task for every kind (imported only when
+  configured).
 
-Views call `get_jobs()` and its `submit`, `submit_many`, `request_cancel` and `rerun`; they
-read jobs through the store's query functions. Only job ids cross to whatever runs a job.
+Views call `get_jobs()` (trainings: `submit`, `submit_many`, `request_cancel`, `rerun`) and
+`get_evaluations()`; they read jobs through the store's query functions. Only a job's id and
+its kind's name cross to whatever runs it (docs/internals.md, "Jobs").
 
 May import: `bpe`, `webapp.config`, `webapp.refusals`, `webapp.storage`. Nothing that renders or
 answers a request: a job runs the same in a worker with no request at all.
@@ -16,71 +25,89 @@ answers a request: a job runs the same in a worker with no request at all.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from flask import Flask, current_app
 
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.embedded import EmbeddedRunner, runner_lock_path
+from webapp.jobs.evaluations import EVALUATION, Evaluations
+from webapp.jobs.kind import JobKind, JobKinds, QueueLimits, load_kind
 from webapp.jobs.settings import JobSettings, parse_settings
 from webapp.jobs.store import JobQueueFull, JobStore
+from webapp.jobs.task import TRAINING
 from webapp.storage.models import JobStatus
 
 __all__ = [
     "JobBackend",
+    "JobKind",
+    "JobKinds",
     "JobQueueFull",
     "JobSettings",
     "JobStatus",
     "JobStore",
+    "get_evaluations",
     "get_jobs",
     "init_app",
+    "job_kinds",
     "parse_settings",
 ]
 
 
-def make_store(app: Flask) -> JobStore:
-    return JobStore(
-        app.extensions["bpe_db"],
-        max_running=app.config["JOBS_MAX_RUNNING"],
-        max_queued=app.config["JOBS_MAX_QUEUED"],
-        per_owner=app.config["JOBS_PER_OWNER"],
-    )
+def job_kinds(app: Flask) -> JobKinds:
+    """The built-in kinds, then those BPE_JOB_KINDS names (`package.module:NAME`)."""
+    kinds = JobKinds([TRAINING, EVALUATION])
+    for spec in app.config["JOB_KINDS"]:
+        kinds.register(load_kind(spec))
+    return kinds
 
 
 def init_app(app: Flask, *, run_jobs: bool = False) -> JobBackend:
     """Wire the job backend into the app; `run_jobs` makes this process run the jobs (the
     embedded runner), or sweep for lost ones (celery: the workers run them)."""
+    database = app.extensions["bpe_db"]
+    options: dict[str, Any] = {
+        "kinds": job_kinds(app),
+        "limits": QueueLimits(
+            max_running=app.config["JOBS_MAX_RUNNING"],
+            max_queued=app.config["JOBS_MAX_QUEUED"],
+            per_owner=app.config["JOBS_PER_OWNER"],
+        ),
+        "execution": app.config["JOBS_EXECUTION"],
+        "progress_interval": app.config["JOBS_PROGRESS_INTERVAL"],
+        "kill_after": app.config["JOBS_KILL_AFTER"],
+        "niceness": app.config["JOBS_NICE"],
+    }
     backend = (
-        _celery_backend(app)
+        _celery_backend(app, options)
         if app.config["JOB_BACKEND"] == "celery"
         else EmbeddedRunner(
-            make_store(app),
-            mode=app.config["JOBS_MODE"],
-            lock_path=runner_lock_path(app.extensions["bpe_db"].url, app.instance_path),
-            progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
-            kill_after=app.config["JOBS_KILL_AFTER"],
-            niceness=app.config["JOBS_NICE"],
+            database, lock_path=runner_lock_path(database.url, app.instance_path), **options
         )
     )
     app.extensions["bpe_jobs"] = backend
+    app.extensions["bpe_evaluations"] = Evaluations(backend)
     if run_jobs:
         backend.start()
     return backend
 
 
-def _celery_backend(app: Flask) -> JobBackend:
+def _celery_backend(app: Flask, options: dict[str, Any]) -> JobBackend:
     # Imported here so that a web process on the embedded backend never imports Celery.
     from webapp.jobs.celery_backend import CeleryBackend, make_celery
 
     return CeleryBackend(
-        make_store(app),
+        app.extensions["bpe_db"],
         make_celery(app),
-        mode=app.config["JOBS_MODE"],
-        progress_interval=app.config["JOBS_PROGRESS_INTERVAL"],
-        kill_after=app.config["JOBS_KILL_AFTER"],
-        niceness=app.config["JOBS_NICE"],
         stale_after=app.config["JOBS_STALE_AFTER"],
         sweep_interval=app.config["JOBS_SWEEP_INTERVAL"],
+        **options,
     )
 
 
 def get_jobs() -> JobBackend:
-    return current_app.extensions["bpe_jobs"]
+    return cast(JobBackend, current_app.extensions["bpe_jobs"])
+
+
+def get_evaluations() -> Evaluations:
+    return cast(Evaluations, current_app.extensions["bpe_evaluations"])

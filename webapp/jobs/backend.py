@@ -1,8 +1,14 @@
-"""The one job interface the app uses, whichever backend runs the jobs.
+"""The one job interface the app uses, whichever backend runs the jobs, for every kind of job.
 
-Views and the API call `submit`, `submit_many`, `request_cancel` and `rerun` with ids and
-settings; every one of them writes rows through the job store first, then tells the backend
-(`_dispatch`, `_cancelled`), so what a page reads never depends on where jobs run.
+A kind's rows are written through its queue (`rows[kind]`, webapp/jobs/store.py) first, then
+the backend is told (`queued`, `cancel`), so what a page reads never depends on where jobs run.
+Views and the API queue trainings with `submit`, `submit_many` and `rerun`, and stop them with
+`request_cancel`; other kinds have fronts of their own (`webapp.jobs.evaluations.Evaluations`)
+that call `queued` and `cancel` with their kind's name.
+
+Executions (BPE_JOBS_EXECUTION): `thread` runs jobs in the background (the embedded runner's
+thread, or Celery workers); the tests' `inline` runs a job in the request that queues it, and
+`manual` only when a test calls `run_next(kind)` (except kinds with `waits_in_manual` off).
 """
 
 from __future__ import annotations
@@ -10,23 +16,67 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
+from webapp.jobs.process import Supervisor
 from webapp.jobs.settings import JobSettings
-from webapp.jobs.store import JobStore
-from webapp.jobs.task import run_job
+from webapp.jobs.store import JobRows, JobStore
+from webapp.jobs.task import TRAINING
+from webapp.storage.db import Database
+
+EXECUTIONS = ("thread", "inline", "manual")
 
 
 class JobBackend:
     name = "base"
 
-    def __init__(self, store: JobStore, *, mode: str = "thread", progress_interval: float = 0.25):
-        self.store = store
-        self.mode = mode
+    def __init__(
+        self,
+        database: Database,
+        *,
+        kinds: JobKinds | None = None,
+        limits: QueueLimits = DEFAULT_LIMITS,
+        execution: str = "thread",
+        progress_interval: float = 0.25,
+        kill_after: float = 1.0,
+        niceness: int = 0,
+    ) -> None:
+        if execution not in EXECUTIONS:
+            raise ValueError(f"execution must be one of {', '.join(EXECUTIONS)}, not {execution!r}")
+        self.kinds = kinds if kinds is not None else JobKinds([TRAINING])
+        if TRAINING.name not in self.kinds:
+            self.kinds.register(TRAINING)  # the pages' `submit` and `rerun` are trainings
+        self.execution = execution
         self.progress_interval = progress_interval
+        self.rows: dict[str, JobRows] = {
+            name: kind.make_rows(database, limits) for name, kind in self.kinds.items()
+        }
+        self.supervisors: dict[str, Supervisor] = {
+            name: Supervisor(
+                self.rows[name],
+                kind=kind,
+                interval=progress_interval / 2,
+                kill_after=kill_after,
+                niceness=niceness,
+            )
+            for name, kind in self.kinds.items()
+        }
         # Tests: called with the job id after each progress write of an in-process run.
         self.progress_hook: Callable[[int], None] | None = None
 
     @property
-    def database(self):
+    def store(self) -> JobStore:
+        """The training jobs' rows (what the pages and the API query)."""
+        store = self.rows[TRAINING.name]
+        if not isinstance(store, JobStore):
+            raise TypeError(f"the {TRAINING.name!r} kind's rows are {store!r}")
+        return store
+
+    @property
+    def supervisor(self) -> Supervisor:
+        return self.supervisors[TRAINING.name]
+
+    @property
+    def database(self) -> Database:
         return self.store.database
 
     @property
@@ -56,27 +106,41 @@ class JobBackend:
         rerun_of: int | None = None,
         owner_id: int | None = None,
     ) -> list[int]:
-        """All of these jobs queued, or none (JobQueueFull, 429)."""
+        """All of these trainings queued, or none (JobQueueFull, 429)."""
         job_ids = self.store.submit_many(corpus_id, settings, rerun_of=rerun_of, owner_id=owner_id)
-        self._dispatch(job_ids)
+        self.queued(TRAINING.name, job_ids)
         return job_ids
 
     def request_cancel(self, job_id: int) -> bool:
-        """Ask a queued or running job to stop; False if it had already finished."""
-        asked = self.store.request_cancel(job_id)
-        if asked:
-            self._cancelled(job_id)
-        return asked
+        """Ask a queued or running training to stop; False if it had already finished."""
+        return self.cancel(TRAINING.name, job_id)
 
     def rerun(self, job_id: int, *, owner_id: int | None = None) -> int:
         corpus_id, settings = self.store.rerun_source(job_id)
         return self.submit(corpus_id, settings, rerun_of=job_id, owner_id=owner_id)
 
+    def queued(self, kind: str, job_ids: list[int]) -> None:
+        """These jobs of this kind are queued (their rows are committed): run or hand them on."""
+        if self.execution == "inline" or (
+            self.execution == "manual" and not self.kinds[kind].waits_in_manual
+        ):
+            while self.run_next(kind) is not None:
+                pass
+            return
+        self._dispatch(self.kinds[kind], job_ids)
+
+    def cancel(self, kind: str, job_id: int) -> bool:
+        """Ask a queued or running job to stop; False if it had already finished."""
+        asked = self.rows[kind].request_cancel(job_id)
+        if asked:
+            self._cancelled(self.kinds[kind], job_id)
+        return asked
+
     # ----- what each backend adds -----------------------------------------------------------
-    def _dispatch(self, job_ids: list[int]) -> None:
+    def _dispatch(self, kind: JobKind, job_ids: list[int]) -> None:
         """New queued jobs exist (their rows are committed)."""
 
-    def _cancelled(self, job_id: int) -> None:
+    def _cancelled(self, kind: JobKind, job_id: int) -> None:
         """A cancel was requested (the row's flag is set and committed)."""
 
     def start(self) -> None:
@@ -85,13 +149,16 @@ class JobBackend:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop whatever `start` started."""
 
-    # ----- in-process runs (tests: manual and inline modes) ----------------------------------
-    def run_next(self) -> int | None:
-        """Train the oldest queued job in this thread, start to finish. Returns its id.
+    # ----- in-process runs (tests: the manual and inline executions) -------------------------
+    def run_next(self, kind: str = TRAINING.name) -> int | None:
+        """Run the oldest queued job of this kind in this thread, start to finish; its id.
 
-        The same task a worker runs (webapp/jobs/task.py), without a child process."""
-        job_id = self.store.claim_next()
+        The same task a child runs (the kind's `run`), without a child process."""
+        rows = self.rows[kind]
+        job_id = rows.claim_next()
         if job_id is None:
             return None
-        run_job(self.store, job_id, interval=self.progress_interval, on_write=self.progress_hook)
+        self.kinds[kind].run(
+            rows, job_id, interval=self.progress_interval, on_write=self.progress_hook
+        )
         return job_id

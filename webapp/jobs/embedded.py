@@ -1,5 +1,6 @@
-"""The embedded backend: the queue is the table, and one runner thread in the serving process
-drives a child process per job (webapp/jobs/process.py).
+"""The embedded backend: the queues are the tables, and one runner thread in the serving
+process drives a child process per job, of every kind (webapp/jobs/process.py): up to
+BPE_JOBS_RUNNING trainings and one job of each other kind at once.
 
 - Exactly one process runs it: the one started by the README's run command (`webapp.wsgi`,
   `create_app(run_jobs=True)`), and only while it holds the runner lock, a file lock next to
@@ -7,8 +8,8 @@ drives a child process per job (webapp/jobs/process.py).
   recover or interrupt anyone's jobs.
 - On start-up a job left `running` by a crash or kill becomes `interrupted` (it can be run
   again); `queued` jobs are simply picked up.
-- Tests use `manual` mode (nothing runs until `run_next()` trains the oldest queued job in the
-  calling thread, in-process) or `inline` mode (`submit` runs the job before returning).
+- Tests use the `manual` execution (nothing runs until `run_next()` trains the oldest queued job
+  in the calling thread, in-process) or `inline` (`submit` runs the job before returning).
 """
 
 from __future__ import annotations
@@ -23,22 +24,21 @@ import time
 from pathlib import Path
 
 from webapp.jobs.backend import JobBackend
-from webapp.jobs.process import Supervisor, TrainingChild
-from webapp.jobs.store import JobStore
+from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
+from webapp.jobs.process import JobChild
 from webapp.storage import faults
+from webapp.storage.db import Database
 from webapp.storage.models import JobStatus
 
 log = logging.getLogger(__name__)
-MODES = ("thread", "inline", "manual")
 
 
-def runner_lock_path(database_url: str, instance_path: str, kind: str = "runner") -> Path:
-    """The lock that makes one process the runner of one database's jobs (kind "runner") or
-    of its evaluations (kind "evaluations")."""
+def runner_lock_path(database_url: str, instance_path: str) -> Path:
+    """The lock that makes one process the runner of one database's jobs."""
     if database_url.startswith("sqlite:///") and ":memory:" not in database_url:
-        return Path(database_url[len("sqlite:///") :] + f".{kind}.lock")
+        return Path(database_url[len("sqlite:///") :] + ".runner.lock")
     digest = hashlib.sha256(database_url.encode()).hexdigest()[:16]
-    return Path(instance_path) / f"job-{kind}-{digest}.lock"
+    return Path(instance_path) / f"job-runner-{digest}.lock"
 
 
 class RunnerLock:
@@ -70,46 +70,50 @@ class EmbeddedRunner(JobBackend):
 
     def __init__(
         self,
-        store: JobStore,
+        database: Database,
         *,
-        mode: str = "thread",
+        kinds: JobKinds | None = None,
+        limits: QueueLimits = DEFAULT_LIMITS,
+        execution: str = "thread",
         lock_path: Path | None = None,
         progress_interval: float = 0.25,
         kill_after: float = 1.0,
         niceness: int = 0,
     ) -> None:
-        super().__init__(store, mode=mode, progress_interval=progress_interval)
-        self.supervisor = Supervisor(
-            store, interval=progress_interval / 2, kill_after=kill_after, niceness=niceness
+        super().__init__(
+            database,
+            kinds=kinds,
+            limits=limits,
+            execution=execution,
+            progress_interval=progress_interval,
+            kill_after=kill_after,
+            niceness=niceness,
         )
         self._lock = RunnerLock(lock_path) if lock_path is not None else None
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._cancels: set[int] = set()
+        self._cancels: set[tuple[str, int]] = set()  # (kind, job id)
         self._cancels_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def _dispatch(self, job_ids: list[int]) -> None:
-        if self.mode == "inline":
-            for _ in job_ids:
-                self.run_next()
+    def _dispatch(self, kind: JobKind, job_ids: list[int]) -> None:
         self._wake.set()
 
-    def _cancelled(self, job_id: int) -> None:
+    def _cancelled(self, kind: JobKind, job_id: int) -> None:
         with self._cancels_lock:
-            self._cancels.add(job_id)
+            self._cancels.add((kind.name, job_id))
         self._wake.set()
 
     # ----- start-up and shut-down ------------------------------------------------------------
     def start(self) -> None:
         """Become this database's job runner: recover what a dead runner left, start the thread.
 
-        In thread mode only the process holding the runner lock does this; another one logs
-        why and leaves the jobs alone.
+        In the thread execution only the process holding the runner lock does this; another
+        one logs why and leaves the jobs alone.
         """
         if self._thread is not None:
             return
-        if self.mode == "thread" and self._lock is not None and not self._lock.acquire():
+        if self.execution == "thread" and self._lock is not None and not self._lock.acquire():
             # The other gunicorn workers of the README's server, or a second server by mistake.
             log.info("another process runs this database's jobs (%s is locked)", self._lock.path)
             return
@@ -120,7 +124,7 @@ class EmbeddedRunner(JobBackend):
                 raise
             # A read-only or full database: pages are still served; jobs wait until it heals.
             log.warning("jobs left running could not be marked interrupted: %s", exc)
-        if self.mode != "thread":
+        if self.execution != "thread":
             return
         self._stopping.clear()
         self._thread = threading.Thread(target=self._loop, name="bpe-job-runner", daemon=True)
@@ -128,7 +132,8 @@ class EmbeddedRunner(JobBackend):
         atexit.register(self.stop)
 
     def recover(self) -> int:
-        return self.store.recover()
+        """Every kind's jobs left `running` by a dead runner -> `interrupted`; how many."""
+        return sum(rows.recover() for rows in self.rows.values())
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stopping.set()
@@ -141,7 +146,8 @@ class EmbeddedRunner(JobBackend):
 
     # ----- the runner thread -----------------------------------------------------------------
     def _loop(self) -> None:
-        children: dict[int, TrainingChild] = {}
+        # kind -> job id -> its child
+        children: dict[str, dict[int, JobChild]] = {name: {} for name in self.kinds}
         last_cancel_check = 0.0
         try:
             while not self._stopping.is_set():
@@ -150,35 +156,44 @@ class EmbeddedRunner(JobBackend):
                     now = time.monotonic()
                     with self._cancels_lock:
                         cancels, self._cancels = self._cancels, set()
-                    if children and now - last_cancel_check >= self.progress_interval:
+                    check_rows = now - last_cancel_check >= self.progress_interval
+                    if check_rows and any(children.values()):
                         # Cancels asked through another process arrive only through the rows.
-                        cancels |= self.store.cancels_among(children)
+                        for name, mine in children.items():
+                            cancels |= {(name, i) for i in self.rows[name].cancels_among(mine)}
                         last_cancel_check = now
-                    for job_id, child in list(children.items()):
-                        if self.supervisor.look(child, cancel=job_id in cancels):
-                            del children[job_id]
-                            self._wake.set()  # a slot is free: start the next job now, not in 1 s
+                    for name, mine in children.items():
+                        for job_id, child in list(mine.items()):
+                            cancel = (name, job_id) in cancels
+                            if self.supervisors[name].look(child, cancel=cancel):
+                                del mine[job_id]
+                                self._wake.set()  # a slot is free: start the next job now
                 except Exception:
                     log.exception("job runner iteration failed; retrying")
                     time.sleep(0.5)
-                self._wake.wait(0.05 if children else 1.0)
+                self._wake.wait(0.05 if any(children.values()) else 1.0)
                 self._wake.clear()
         finally:
-            for child in children.values():
-                self.supervisor.interrupt(child)
+            for name, mine in children.items():
+                for child in mine.values():
+                    self.supervisors[name].interrupt(child)
 
-    def _fill(self, children: dict[int, TrainingChild]) -> None:
-        while len(children) < self.store.max_running:
-            job_id = self.store.claim_next()
-            if job_id is None:
-                return
-            try:
-                children[job_id] = self._spawn(job_id)
-            except Exception as exc:
-                log.exception("could not start a training process")
-                self.store.finish(
-                    job_id, JobStatus.FAILED, error=f"Could not start the training process: {exc}"
-                )
+    def _fill(self, children: dict[str, dict[int, JobChild]]) -> None:
+        for name, kind in self.kinds.items():
+            rows, mine = self.rows[name], children[name]
+            while len(mine) < rows.max_running:
+                job_id = rows.claim_next()
+                if job_id is None:
+                    break
+                try:
+                    mine[job_id] = self._spawn(job_id, kind)
+                except Exception as exc:
+                    log.exception("could not start a %s process", kind.noun)
+                    rows.finish(
+                        job_id,
+                        JobStatus.FAILED,
+                        error=f"Could not start the {kind.noun} process: {exc}",
+                    )
 
-    def _spawn(self, job_id: int) -> TrainingChild:
-        return self.supervisor.spawn(job_id)
+    def _spawn(self, job_id: int, kind: JobKind) -> JobChild:
+        return self.supervisors[kind.name].spawn(job_id)

@@ -1,24 +1,47 @@
-"""Evaluations: one tokeniser measured on one corpus (`bpe.evaluate`), as a background job.
+"""Evaluations: one tokeniser measured on one corpus (`bpe.evaluate`), as a job kind.
 
-This module is the evaluations' queue: asking for one (with the queue's limits), cancelling,
-claiming, recovering. What the pages read of an evaluation is `webapp.storage.evaluations`, and
-how it is shown `webapp.rendering.evaluations`.
-The task and the runner that executes it live with the other jobs, in
-`webapp/jobs/evaluation_runner.py`. An evaluation left `running` by a dead process is shown as
+- `EVALUATION` is the kind (`evaluations` rows; webapp/jobs/kind.py): the runner and the Celery
+  task run it like any other job, in a child process, one at a time in the embedded runner.
+- `request_evaluation` queues one (again, unless it is queued or running now) within the
+  queue's `Limits`; `run_evaluation` is the task: read the corpus and the tokeniser, evaluate
+  with progress (characters done) and a heartbeat, stop when the row's `cancel_requested` is
+  set, record the figures or the reason.
+- `Evaluations` is what the pages ask (`get_evaluations()`): queue one and hand it to the
+  app's job backend, cancel one.
+
+What the pages read of an evaluation is `webapp.storage.evaluations`, and how it is shown
+`webapp.rendering.evaluations`. An evaluation left `running` by a dead process is shown as
 `interrupted` once its heartbeat is older than STALE_AFTER, and can be asked for again.
 """
 
 from __future__ import annotations
 
+import json
+import time
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from bpe.evaluate import EvaluationCancelled, evaluate
+from webapp.jobs.backend import JobBackend
+from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, QueueLimits
+from webapp.jobs.store import JobRows
 from webapp.refusals import UserError
-from webapp.storage.db import Database, execute_update
-from webapp.storage.models import ACTIVE_STATUSES, Corpus, EvaluationRow, JobStatus, utcnow
+from webapp.storage.convert import load_tokenizer
+from webapp.storage.db import Database
+from webapp.storage.models import (
+    ACTIVE_STATUSES,
+    Corpus,
+    EvaluationRow,
+    JobStatus,
+    Tokenizer,
+    utcnow,
+)
 
 STALE_AFTER = timedelta(seconds=30)
 
@@ -71,8 +94,8 @@ def request_evaluation(
 
 
 def _admit(session: Session, owner_id: int | None, limits: Limits) -> None:
-    """Refuse one more evaluation beyond the owner's limit or the queue's (issue 8: one
-    visitor may not fill the queue for everyone). Runs inside the inserting transaction."""
+    """Refuse one more evaluation beyond the owner's limit or the queue's (one visitor
+    may not fill the queue for everyone). Runs inside the inserting transaction."""
     active = EvaluationRow.status.in_([s.value for s in ACTIVE_STATUSES])
     if owner_id is not None and limits.per_owner is not None:
         mine = session.scalar(
@@ -95,26 +118,6 @@ def _admit(session: Session, owner_id: int | None, limits: Limits) -> None:
             )
 
 
-def request_cancel(database: Database, evaluation_id: int) -> None:
-    """Stop a running evaluation (its process sees the flag) or drop a queued one at once; a
-    finished one is left as it is."""
-    with database.session_scope() as session:
-        session.execute(
-            update(EvaluationRow)
-            .where(
-                EvaluationRow.id == evaluation_id, EvaluationRow.status == JobStatus.QUEUED.value
-            )
-            .values(status=JobStatus.CANCELLED.value, finished_at=utcnow())
-        )
-        session.execute(
-            update(EvaluationRow)
-            .where(
-                EvaluationRow.id == evaluation_id, EvaluationRow.status == JobStatus.RUNNING.value
-            )
-            .values(cancel_requested=True)
-        )
-
-
 def status_of(row: EvaluationRow) -> JobStatus:
     """The row's status, with a `running` row whose heartbeat went stale shown interrupted."""
     status = JobStatus(row.status)
@@ -124,58 +127,167 @@ def status_of(row: EvaluationRow) -> JobStatus:
     return status
 
 
+def request_cancel(database: Database, evaluation_id: int) -> bool:
+    """Stop a running evaluation (its process sees the flag) or drop a queued one at once; a
+    finished one is left as it is (False)."""
+    return EvaluationRows(database).request_cancel(evaluation_id)
+
+
 def claim_next(database: Database) -> int | None:
-    with database.session_scope() as session:
-        row = session.scalar(
-            select(EvaluationRow)
-            .where(EvaluationRow.status == JobStatus.QUEUED.value)
-            .order_by(EvaluationRow.created_at, EvaluationRow.id)
-            .limit(1)
-        )
-        if row is None:
-            return None
-        row.status, row.started_at, row.heartbeat_at = JobStatus.RUNNING.value, utcnow(), utcnow()
-        return row.id
+    return EvaluationRows(database).claim_next()
 
 
 def claim(database: Database, evaluation_id: int) -> bool:
-    """Take this queued evaluation to run it (a Celery worker); False if it is not queued any
-    more (cancelled, or a duplicate message for one that ran). One UPDATE, so two workers
-    given the same id cannot both run it."""
-    with database.session_scope() as session:
-        now = utcnow()
-        taken = execute_update(
-            session,
-            update(EvaluationRow)
-            .where(
-                EvaluationRow.id == evaluation_id, EvaluationRow.status == JobStatus.QUEUED.value
+    """Take this queued evaluation to run it; False if it is not queued any more (cancelled, or
+    a duplicate message for one that ran)."""
+    return EvaluationRows(database).claim(evaluation_id, stale_after=STALE_AFTER.total_seconds())
+
+
+# ----- the task ----------------------------------------------------------------------------------
+def run_evaluation(
+    database: Database,
+    evaluation_id: int,
+    *,
+    interval: float = 0.25,
+    stop: Callable[[], bool] | None = None,
+) -> JobStatus | None:
+    """Evaluate (the row is `running`) and record how it ended; returns that status."""
+    with database.read_scope() as session:
+        row = session.get(EvaluationRow, evaluation_id)
+        if row is None:
+            return None
+        tokenizer = session.get_one(Tokenizer, row.tokenizer_id)
+        tok = load_tokenizer(session, tokenizer)
+        text = session.execute(select(Corpus.text).where(Corpus.id == row.corpus_id)).scalar_one()
+    rows = EvaluationRows(database)
+    last = [0.0]
+
+    def write(values: dict[str, Any]) -> None:
+        with database.session_scope() as session:
+            session.execute(
+                update(EvaluationRow).where(EvaluationRow.id == evaluation_id).values(**values)
             )
-            .values(status=JobStatus.RUNNING.value, started_at=now, heartbeat_at=now),
+
+    cancelled = [False]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= interval:
+            last[0] = now
+            cancelled[0] = rows.beat(evaluation_id, chars_done=done)
+
+    def should_stop() -> bool:
+        return cancelled[0] or (stop is not None and stop())
+
+    try:
+        result = evaluate(tok, [text], progress=progress, should_stop=should_stop)
+    except EvaluationCancelled:
+        write({"status": JobStatus.CANCELLED.value, "finished_at": utcnow()})
+        return JobStatus.CANCELLED
+    except Exception as exc:  # noqa: BLE001 - recorded for the reader of the corpus page
+        error = f"evaluation failed: {type(exc).__name__}: {exc}"
+        write({"status": JobStatus.FAILED.value, "error": error, "finished_at": utcnow()})
+        return JobStatus.FAILED
+    write(
+        {
+            "status": JobStatus.SUCCEEDED.value,
+            "finished_at": utcnow(),
+            "chars_done": result.characters,
+            "byte_count": result.bytes,
+            "characters": result.characters,
+            "words": result.words,
+            "tokens": result.tokens,
+            "vocab_size": result.vocab_size,
+            "used": result.used,
+            "bytes_per_token": result.bytes_per_token,
+            "seconds": result.seconds,
+            "never_used": array("I", result.never_used).tobytes(),
+            "longest": json.dumps([list(pair) for pair in result.longest]),
+        }
+    )
+    return JobStatus.SUCCEEDED
+
+
+# ----- the kind ----------------------------------------------------------------------------------
+class EvaluationRows(JobRows):
+    """The `evaluations` rows as a queue, with its own admission (`Limits`)."""
+
+    def __init__(self, database: Database, *, limits: Limits = Limits()) -> None:
+        super().__init__(
+            database, EvaluationRow, interrupted_message="The server stopped during it."
         )
-        return taken.rowcount == 1
+        self.limits = limits
 
-
-def mark_unsent(database: Database, evaluation_id: int) -> None:
-    """The queue could not take it: the row says so instead of waiting forever."""
-    with database.session_scope() as session:
-        session.execute(
-            update(EvaluationRow)
-            .where(
-                EvaluationRow.id == evaluation_id, EvaluationRow.status == JobStatus.QUEUED.value
-            )
-            .values(
-                status=JobStatus.FAILED.value,
-                error="The job queue could not be reached; evaluate again.",
-                finished_at=utcnow(),
-            )
+    def submit(self, *, tokenizer_id: int, corpus_id: int, owner_id: int | None = None) -> int:
+        return request_evaluation(
+            self.database,
+            tokenizer_id=tokenizer_id,
+            corpus_id=corpus_id,
+            owner_id=owner_id,
+            limits=self.limits,
         )
 
 
-def recover(database: Database) -> None:
-    """Start-up of the runner: what a dead runner left running is interrupted."""
-    with database.session_scope() as session:
-        session.execute(
-            update(EvaluationRow)
-            .where(EvaluationRow.status == JobStatus.RUNNING.value)
-            .values(status=JobStatus.INTERRUPTED.value, error="The server stopped during it.")
+class EvaluationKind(JobKind):
+    name = "evaluation"
+    model = EvaluationRow
+    process_name = "evaluate"
+    noun = "evaluation"
+    # The tests' manual execution steps trainings only; an evaluation runs when it is asked for.
+    waits_in_manual = False
+    interrupted_message = "The server stopped during it."
+
+    def make_rows(self, database: Database, limits: QueueLimits = DEFAULT_LIMITS) -> EvaluationRows:
+        # The training queue's limits, for a queue of its own.
+        return EvaluationRows(
+            database,
+            limits=Limits(
+                per_owner=limits.per_owner, max_queued=limits.max_running + limits.max_queued
+            ),
         )
+
+    def run(
+        self,
+        rows: JobRows,
+        job_id: int,
+        *,
+        interval: float,
+        stop: Callable[[], bool] | None = None,
+        on_write: Callable[[int], None] | None = None,
+    ) -> JobStatus | None:
+        return run_evaluation(rows.database, job_id, interval=interval, stop=stop)
+
+    def died(self, exitcode: int | None) -> tuple[JobStatus, str]:
+        return JobStatus.INTERRUPTED, f"The evaluation process ended early (exit code {exitcode})."
+
+    def unsent(self, rows: JobRows, job_id: int) -> None:
+        rows.mark_unsent(job_id, "The job queue could not be reached; evaluate again.")
+
+
+EVALUATION = EvaluationKind()
+
+
+class Evaluations:
+    """What the pages ask of evaluations; the app's job backend runs them."""
+
+    def __init__(self, backend: JobBackend) -> None:
+        self.backend = backend
+
+    @property
+    def rows(self) -> EvaluationRows:
+        rows = self.backend.rows[EVALUATION.name]
+        if not isinstance(rows, EvaluationRows):
+            raise TypeError(f"the {EVALUATION.name!r} kind's rows are {rows!r}")
+        return rows
+
+    def submit(self, *, tokenizer_id: int, corpus_id: int, owner_id: int | None = None) -> int:
+        """Queue (or re-queue) this tokeniser on this corpus; EvaluationQueueFull (429) beyond
+        the limits, a 503 if the broker cannot take it."""
+        evaluation_id = self.rows.submit(
+            tokenizer_id=tokenizer_id, corpus_id=corpus_id, owner_id=owner_id
+        )
+        self.backend.queued(EVALUATION.name, [evaluation_id])
+        return evaluation_id
+
+    def request_cancel(self, evaluation_id: int) -> bool:
+        return self.backend.cancel(EVALUATION.name, evaluation_id)

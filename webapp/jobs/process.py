@@ -1,13 +1,13 @@
-"""One training in a child process, and the supervision of it: shared by the embedded runner
-(one thread supervising up to N children) and the Celery task (one child per task).
+"""One job of any kind in a child process, and the supervision of it: shared by the embedded
+runner (one thread supervising its children) and the Celery task (one child per task).
 
-Pure-Python training holds the GIL for seconds at a time, so it never runs in a process that
-also answers requests or talks to a broker. The child does the whole task (webapp/jobs/task.py:
-it reads the corpus, writes progress and the result itself); its supervisor only passes a stop
-on, terminates a child that does not stop in time, and records a child that died without
-recording anything. Whoever starts a child stops it, and a child whose supervisor is gone
-(killed with -9) notices at its next stop check and leaves quietly, marking the job
-`interrupted`.
+Pure-Python training and encoding hold the GIL for seconds at a time, so a job never runs in a
+process that also answers requests or talks to a broker. The child does the whole task (the
+kind's `run`, e.g. webapp/jobs/task.py: it reads its input, writes progress and the result
+itself); its supervisor only passes a stop on, terminates a child that does not stop in time,
+and records a child that died without recording anything. Whoever starts a child stops it,
+and a child whose supervisor is gone (killed with -9) notices at its next stop check and leaves
+quietly, marking the job `interrupted`.
 
 A stop is asked through a pipe, not a multiprocessing Event: an Event is five named POSIX
 semaphores, registered with multiprocessing's resource tracker and unregistered only by
@@ -28,8 +28,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from webapp.jobs.store import INTERRUPTED_MESSAGE, JobStore
-from webapp.jobs.task import run_job
+from webapp.jobs.kind import JobKind
+from webapp.jobs.store import JobRows
+from webapp.jobs.task import TRAINING
 from webapp.storage.db import Database
 from webapp.storage.models import JobStatus
 
@@ -43,19 +44,24 @@ class SupervisorGone(BaseException):
 
 
 def child_main(
-    job_id: int, database_url: str, stop_receiver: Any, interval: float, niceness: int = 0
+    job_id: int,
+    database_url: str,
+    stop_receiver: Any,
+    interval: float,
+    niceness: int = 0,
+    kind: JobKind = TRAINING,
 ) -> None:
-    """Entry point of a training child process."""
+    """Entry point of a job's child process."""
     # Ctrl-C in the server's terminal reaches this process too; stopping it is the supervisor's
     # job (it marks the job interrupted), so no KeyboardInterrupt traceback here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if niceness > 0:
-        # A training is batch work: on a busy machine the requests of the web process that
-        # started it come first (the chunk-counting helpers it starts inherit this).
+        # A job is batch work: on a busy machine the requests of the web process that started
+        # it come first (the chunk-counting helpers a training starts inherit this).
         os.nice(niceness)
     supervisor = os.getppid()
     database = Database(database_url)
-    store = JobStore(database)
+    rows = kind.make_rows(database)
     asked = False
 
     def stop() -> bool:
@@ -71,18 +77,18 @@ def child_main(
         return asked
 
     try:
-        run_job(store, job_id, interval=interval, stop=stop)
+        kind.run(rows, job_id, interval=interval, stop=stop)
     except SupervisorGone:
         # Nobody is left to record this job: say so on the row, then leave without a trace.
         # (If even that fails, the next start-up's recovery marks it.)
         with contextlib.suppress(Exception):
-            store.finish(job_id, JobStatus.INTERRUPTED, error=INTERRUPTED_MESSAGE)
+            rows.finish(job_id, JobStatus.INTERRUPTED, error=rows.interrupted_message)
     finally:
         database.dispose()
 
 
 @dataclass
-class TrainingChild:
+class JobChild:
     job_id: int
     process: Any
     stop_sender: Any  # a Connection: one message asks the child to stop
@@ -94,22 +100,30 @@ class TrainingChild:
 
 
 class Supervisor:
-    """Starts training children and looks after them; used from one thread only."""
+    """Starts the children of one kind's jobs and looks after them; used from one thread only."""
 
     def __init__(
-        self, store: JobStore, *, interval: float, kill_after: float, niceness: int = 0
+        self,
+        store: JobRows,
+        *,
+        interval: float,
+        kill_after: float,
+        niceness: int = 0,
+        kind: JobKind = TRAINING,
     ) -> None:
-        self.store = store
+        self.store = store  # the kind's rows (`kind.make_rows`)
+        self.kind = kind
         self.interval = interval
         self.kill_after = kill_after
         self.niceness = niceness
 
-    def spawn(self, job_id: int) -> TrainingChild:
+    def spawn(self, job_id: int) -> JobChild:
         receiver, sender = _CONTEXT.Pipe(duplex=False)
         process = _CONTEXT.Process(
             target=child_main,
             args=(job_id, self.store.database.url, receiver, self.interval, self.niceness),
-            name=f"bpe-train-{job_id}",
+            kwargs={"kind": self.kind},
+            name=f"bpe-{self.kind.process_name}-{job_id}",
             daemon=True,
         )
         try:
@@ -119,9 +133,9 @@ class Supervisor:
             raise
         finally:
             receiver.close()  # the child has its own copy
-        return TrainingChild(job_id, process, sender)
+        return JobChild(job_id, process, sender)
 
-    def look(self, child: TrainingChild, *, cancel: bool) -> bool:
+    def look(self, child: JobChild, *, cancel: bool) -> bool:
         """One look at a child; True once it has ended and its job is recorded."""
         now = time.monotonic()
         if cancel and child.cancel_sent is None:
@@ -144,23 +158,20 @@ class Supervisor:
                 # Stopped from outside, not crashed: a shut-down terminated it (multiprocessing's
                 # exit handler ends daemonic children if the process exits before this runner
                 # interrupts them; or the system's). It can be run again.
-                self.store.finish(child.job_id, JobStatus.INTERRUPTED, error=INTERRUPTED_MESSAGE)
-            else:
-                code = child.process.exitcode
                 self.store.finish(
-                    child.job_id,
-                    JobStatus.FAILED,
-                    error=f"The training process died (exit code {code}).",
-                    elapsed=self._age(child),
+                    child.job_id, JobStatus.INTERRUPTED, error=self.store.interrupted_message
                 )
+            else:
+                status, error = self.kind.died(child.process.exitcode)
+                self.store.finish(child.job_id, status, error=error, elapsed=self._age(child))
         return True
 
-    def interrupt(self, child: TrainingChild) -> None:
+    def interrupt(self, child: JobChild) -> None:
         """Shut-down: stop the child and mark its job interrupted (it can be run again)."""
         self._kill(child)
-        self.store.finish(child.job_id, JobStatus.INTERRUPTED, error=INTERRUPTED_MESSAGE)
+        self.store.finish(child.job_id, JobStatus.INTERRUPTED, error=self.store.interrupted_message)
 
-    def _kill(self, child: TrainingChild) -> None:
+    def _kill(self, child: JobChild) -> None:
         child.process.terminate()
         child.process.join(2)
         if child.process.is_alive():
@@ -169,5 +180,5 @@ class Supervisor:
         child.ended()
 
     @staticmethod
-    def _age(child: TrainingChild) -> float:
+    def _age(child: JobChild) -> float:
         return time.monotonic() - child.started

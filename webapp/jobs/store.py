@@ -1,5 +1,8 @@
-"""The job store: every query on `training_jobs`, for the web and for whatever runs the jobs.
+"""The job store: every query on job rows, for the web and for whatever runs the jobs.
 
+- `JobRows` is one kind's queue on its table (webapp/jobs/kind.py): claim, heartbeat, cancel,
+  finish, recovery and the stale sweep, written once for every kind. `JobStore` adds what is
+  the training jobs' own (`training_jobs`): admission, re-runs, progress, the result.
 - Statuses are `JobStatus` values; a job moves queued -> running -> one finished status, and
   every move is a conditional UPDATE (`WHERE status = ...`), so two processes racing for the
   same job cannot both win.
@@ -7,8 +10,9 @@
   write transaction that inserts the jobs. The write path is serialised by the database (SQLite
   BEGIN IMMEDIATE, a PostgreSQL advisory lock; see webapp/storage/db.py), so the limits hold
   across any number of web processes and machines.
-- Progress, heartbeats and the result are written by the training itself (webapp/jobs/task.py),
-  in whichever process or machine runs it; the result and the job's status in one transaction.
+- Progress, heartbeats and the result are written by the job itself (e.g. webapp/jobs/task.py),
+  in whichever process or machine runs it; a training's result and its status in one
+  transaction.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.orm import Session
 
 import bpe
@@ -57,8 +61,192 @@ class Update:
     estimate: float | None = None  # seconds of merging left; None until it can be honest
 
 
-class JobStore:
-    """Job rows on one database. Safe to share between threads; holds no ORM objects."""
+class JobRows:
+    """The queue of one kind of job: its table's rows, as every kind's machinery moves them.
+
+    A kind's table has the job columns: `id`, `status` (a `JobStatus` value),
+    `cancel_requested`, `created_at`, `started_at`, `heartbeat_at`, `finished_at`, `error`
+    (and `elapsed_seconds` if it keeps one). Claiming, finishing, cancelling, recovery and the
+    stale sweep are written here once for all of them (docs/internals.md, "Jobs"). Safe to
+    share between threads; holds no ORM objects.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        model: type[Any],
+        *,
+        max_running: int = 1,
+        interrupted_message: str = INTERRUPTED_MESSAGE,
+    ) -> None:
+        self.database = database
+        self.model = model
+        self.max_running = max_running  # how many of this kind one runner runs at once
+        self.interrupted_message = interrupted_message
+        self._keeps_elapsed = hasattr(model, "elapsed_seconds")
+
+    def _start_values(self) -> dict[str, Any]:
+        """Columns a claim resets besides the status and times (a kind's progress)."""
+        return {}
+
+    def _queue_order(self) -> tuple[Any, ...]:
+        return (self.model.created_at, self.model.id)
+
+    # ----- for runners -----------------------------------------------------------------------
+    def claim_next(self) -> int | None:
+        """Oldest queued job -> running. Returns its id, or None when the queue is empty."""
+        model = self.model
+        with self.database.session_scope() as session:
+            job_id = session.scalar(
+                select(model.id)
+                .where(model.status == JobStatus.QUEUED)
+                .order_by(*self._queue_order())
+                .limit(1)
+            )
+            if job_id is None:
+                return None
+            self._start(session, job_id)
+            return int(job_id)
+
+    def claim(self, job_id: int, *, stale_after: float) -> bool:
+        """This job -> running, for a worker handed its id. False if someone else has it.
+
+        A job still `running` whose heartbeat is older than `stale_after` seconds was left by
+        a worker that died (its message was delivered again): it is taken over.
+        """
+        model = self.model
+        with self.database.session_scope() as session:
+            job = session.get(model, job_id)
+            if job is None:
+                return False
+            if job.status == JobStatus.RUNNING:
+                beat = job.heartbeat_at or job.started_at
+                if beat is not None and utcnow() - beat < timedelta(seconds=stale_after):
+                    return False
+            elif job.status != JobStatus.QUEUED:
+                return False
+            self._start(session, job_id)
+            return True
+
+    def _start(self, session: Session, job_id: int) -> None:
+        now = utcnow()
+        session.execute(
+            update(self.model)
+            .where(self.model.id == job_id)
+            .values(
+                status=JobStatus.RUNNING, started_at=now, heartbeat_at=now, **self._start_values()
+            )
+        )
+
+    def status(self, job_id: int) -> JobStatus | None:
+        with self.database.read_scope() as session:
+            value = session.scalar(select(self.model.status).where(self.model.id == job_id))
+            return None if value is None else JobStatus(value)
+
+    def beat(self, job_id: int, **progress: Any) -> bool:
+        """A heartbeat on a running job, with any progress columns of its kind's; returns
+        whether a cancel has been requested (so a job sees a cancel at its next write)."""
+        model = self.model
+        with self.database.session_scope() as session:
+            session.execute(
+                update(model)
+                .where(model.id == job_id, model.status == JobStatus.RUNNING)
+                .values(heartbeat_at=utcnow(), **progress)
+            )
+            return bool(session.scalar(select(model.cancel_requested).where(model.id == job_id)))
+
+    def cancel_requested(self, job_id: int) -> bool:
+        model = self.model
+        with self.database.read_scope() as session:
+            return bool(session.scalar(select(model.cancel_requested).where(model.id == job_id)))
+
+    def cancels_among(self, job_ids: Iterable[int]) -> set[int]:
+        """Which of these jobs have a cancel request (one query for a runner's children)."""
+        ids = list(job_ids)
+        if not ids:
+            return set()
+        model = self.model
+        with self.database.read_scope() as session:
+            return set(
+                session.scalars(
+                    select(model.id).where(model.id.in_(ids), model.cancel_requested.is_(True))
+                )
+            )
+
+    def finish(
+        self,
+        job_id: int,
+        status: JobStatus,
+        *,
+        error: str | None = None,
+        elapsed: float | None = None,
+    ) -> bool:
+        """A running job -> a finished status. False if it was not running any more."""
+        values: dict[str, Any] = {"status": status, "finished_at": utcnow(), "error": error}
+        if elapsed is not None and self._keeps_elapsed:
+            values["elapsed_seconds"] = elapsed
+        model = self.model
+        with self.database.session_scope() as session:
+            result = execute_update(
+                session,
+                update(model)
+                .where(model.id == job_id, model.status == JobStatus.RUNNING)
+                .values(**values),
+            )
+            return bool(result.rowcount)
+
+    # ----- from requests -------------------------------------------------------------------------
+    def request_cancel(self, job_id: int) -> bool:
+        """Flag a queued or running job to stop (a queued one is cancelled at once).
+
+        Returns False for a finished or missing job. Whoever runs the job sees the flag.
+        """
+        with self.database.session_scope() as session:
+            job = session.get(self.model, job_id)
+            if job is None or JobStatus(job.status) not in ACTIVE_STATUSES:
+                return False
+            job.cancel_requested = True
+            if job.status == JobStatus.QUEUED:
+                job.status = JobStatus.CANCELLED
+                job.finished_at = utcnow()
+            return True
+
+    def mark_unsent(self, job_id: int, message: str) -> None:
+        """The job queue (the broker) could not take it: the row says so instead of waiting."""
+        model = self.model
+        with self.database.session_scope() as session:
+            session.execute(
+                update(model)
+                .where(model.id == job_id, model.status == JobStatus.QUEUED)
+                .values(status=JobStatus.FAILED, error=message, finished_at=utcnow())
+            )
+
+    # ----- recovery ----------------------------------------------------------------------------
+    def recover(self) -> int:
+        """Jobs left `running` by a previous process become `interrupted`; returns how many."""
+        return self._interrupt(self.model.status == JobStatus.RUNNING, self.interrupted_message)
+
+    def sweep_stale(self, older_than: float) -> int:
+        """Running jobs whose heartbeat is older than `older_than` seconds -> `interrupted`."""
+        model = self.model
+        cutoff = utcnow() - timedelta(seconds=older_than)
+        beat = func.coalesce(model.heartbeat_at, model.started_at)
+        return self._interrupt((model.status == JobStatus.RUNNING) & (beat < cutoff), STALE_MESSAGE)
+
+    def _interrupt(self, condition: ColumnElement[bool], message: str) -> int:
+        with self.database.session_scope() as session:
+            result = execute_update(
+                session,
+                update(self.model)
+                .where(condition)
+                .values(status=JobStatus.INTERRUPTED, error=message, finished_at=utcnow()),
+            )
+            return result.rowcount or 0
+
+
+class JobStore(JobRows):
+    """The training jobs' rows (`training_jobs`): their queue, and what a training reads and
+    writes."""
 
     def __init__(
         self,
@@ -68,10 +256,15 @@ class JobStore:
         max_queued: int = 8,
         per_owner: int | None = None,
     ) -> None:
-        self.database = database
-        self.max_running = max_running
+        super().__init__(database, TrainingJob, max_running=max_running)
         self.max_queued = max_queued
         self.per_owner = per_owner  # jobs one owner may have queued or running (None: no limit)
+
+    def _start_values(self) -> dict[str, Any]:
+        return {"merges_done": 0, "elapsed_seconds": 0.0}
+
+    def _queue_order(self) -> tuple[Any, ...]:
+        return (TrainingJob.id,)
 
     # ----- from requests -------------------------------------------------------------------------
     def submit_many(
@@ -110,7 +303,7 @@ class JobStore:
     def _admit(self, session: Session, wanted: int, *, owner_id: int | None) -> None:
         """Refuse `wanted` more jobs beyond the limits. Runs inside the inserting transaction.
 
-        First the owner's own limit (issue 8): one visitor may not fill the queue for everyone.
+        First the owner's own limit: one visitor may not fill the queue for everyone.
         """
         if owner_id is not None and self.per_owner is not None:
             mine = session.execute(
@@ -144,21 +337,6 @@ class JobStore:
             " or cancel one."
         )
 
-    def request_cancel(self, job_id: int) -> bool:
-        """Flag a queued or running job to stop (a queued one is cancelled at once).
-
-        Returns False for a finished or missing job. Whoever runs the job sees the flag.
-        """
-        with self.database.session_scope() as session:
-            job = session.get(TrainingJob, job_id)
-            if job is None or job.finished:
-                return False
-            job.cancel_requested = True
-            if job.status == JobStatus.QUEUED:
-                job.status = JobStatus.CANCELLED
-                job.finished_at = utcnow()
-            return True
-
     def rerun_source(self, job_id: int) -> tuple[int, JobSettings]:
         """The corpus and settings of a job that may be run again (UserError if it may not)."""
         with self.database.read_scope() as session:
@@ -169,64 +347,7 @@ class JobStore:
                 raise UserError("Only a failed, cancelled or interrupted job can be run again.")
             return job.corpus_id, JobSettings.from_json(job.settings)
 
-    # ----- for runners -----------------------------------------------------------------------
-    def claim_next(self) -> int | None:
-        """Oldest queued job -> running. Returns its id, or None when the queue is empty."""
-        with self.database.session_scope() as session:
-            job_id = session.scalar(
-                select(TrainingJob.id)
-                .where(TrainingJob.status == JobStatus.QUEUED)
-                .order_by(TrainingJob.id)
-                .limit(1)
-            )
-            if job_id is None:
-                return None
-            self._start(session, job_id)
-            return job_id
-
-    def claim(self, job_id: int, *, stale_after: float) -> bool:
-        """This job -> running, for a worker handed its id. False if someone else has it.
-
-        A job still `running` whose heartbeat is older than `stale_after` seconds was left by
-        a worker that died (its message was delivered again): it is taken over.
-        """
-        with self.database.session_scope() as session:
-            job = session.get(TrainingJob, job_id)
-            if job is None:
-                return False
-            if job.status == JobStatus.RUNNING:
-                beat = job.heartbeat_at or job.started_at
-                if beat is not None and utcnow() - beat < timedelta(seconds=stale_after):
-                    return False
-            elif job.status != JobStatus.QUEUED:
-                return False
-            self._start(session, job_id)
-            return True
-
-    def _start(self, session: Session, job_id: int) -> None:
-        now = utcnow()
-        session.execute(
-            update(TrainingJob)
-            .where(TrainingJob.id == job_id)
-            .values(
-                status=JobStatus.RUNNING,
-                started_at=now,
-                heartbeat_at=now,
-                merges_done=0,
-                elapsed_seconds=0.0,
-            )
-        )
-
-    def queued_ids(self) -> list[int]:
-        with self.database.read_scope() as session:
-            return list(
-                session.scalars(
-                    select(TrainingJob.id)
-                    .where(TrainingJob.status == JobStatus.QUEUED)
-                    .order_by(TrainingJob.id)
-                )
-            )
-
+    # ----- for the training -------------------------------------------------------------------
     def job_input(self, job_id: int) -> tuple[JobSettings, str]:
         """What a training needs: the settings and the corpus text, read from the database."""
         with self.database.read_scope() as session:
@@ -238,14 +359,9 @@ class JobStore:
             ).scalar_one()
             return JobSettings.from_json(job.settings), text
 
-    def status(self, job_id: int) -> JobStatus | None:
-        with self.database.read_scope() as session:
-            value = session.scalar(select(TrainingJob.status).where(TrainingJob.id == job_id))
-            return None if value is None else JobStatus(value)
-
     def write_progress(self, job_id: int, update_: Update | None, elapsed: float) -> bool:
         """Progress (if any) and a heartbeat; returns whether a cancel has been requested."""
-        values: dict[str, Any] = {"heartbeat_at": utcnow(), "elapsed_seconds": elapsed}
+        values: dict[str, Any] = {"elapsed_seconds": elapsed}
         if update_ is not None:
             values.update(
                 merges_done=update_.merges_done,
@@ -255,35 +371,7 @@ class JobStore:
                 estimate_seconds=update_.estimate,
                 phase=update_.phase,
             )
-        with self.database.session_scope() as session:
-            session.execute(
-                update(TrainingJob)
-                .where(TrainingJob.id == job_id, TrainingJob.status == JobStatus.RUNNING)
-                .values(**values)
-            )
-            return bool(
-                session.scalar(select(TrainingJob.cancel_requested).where(TrainingJob.id == job_id))
-            )
-
-    def cancel_requested(self, job_id: int) -> bool:
-        with self.database.read_scope() as session:
-            return bool(
-                session.scalar(select(TrainingJob.cancel_requested).where(TrainingJob.id == job_id))
-            )
-
-    def cancels_among(self, job_ids: Iterable[int]) -> set[int]:
-        """Which of these jobs have a cancel request (one query for a runner's children)."""
-        ids = list(job_ids)
-        if not ids:
-            return set()
-        with self.database.read_scope() as session:
-            return set(
-                session.scalars(
-                    select(TrainingJob.id).where(
-                        TrainingJob.id.in_(ids), TrainingJob.cancel_requested.is_(True)
-                    )
-                )
-            )
+        return self.beat(job_id, **values)
 
     def store_result(self, job_id: int, tok: bpe.Tokenizer, elapsed: float) -> bool:
         """The tokeniser, its merges, its vocabulary and the job's status: one transaction.
@@ -308,49 +396,6 @@ class JobStore:
             job.estimate_seconds = 0.0
             job.finished_at = job.heartbeat_at = utcnow()
             return True
-
-    def finish(
-        self,
-        job_id: int,
-        status: JobStatus,
-        *,
-        error: str | None = None,
-        elapsed: float | None = None,
-    ) -> bool:
-        """A running job -> a finished status. False if it was not running any more."""
-        values: dict[str, Any] = {"status": status, "finished_at": utcnow(), "error": error}
-        if elapsed is not None:
-            values["elapsed_seconds"] = elapsed
-        with self.database.session_scope() as session:
-            result = execute_update(
-                session,
-                update(TrainingJob)
-                .where(TrainingJob.id == job_id, TrainingJob.status == JobStatus.RUNNING)
-                .values(**values),
-            )
-            return bool(result.rowcount)
-
-    def recover(self) -> int:
-        """Jobs left `running` by a previous process become `interrupted`; returns how many."""
-        return self._interrupt(TrainingJob.status == JobStatus.RUNNING, INTERRUPTED_MESSAGE)
-
-    def sweep_stale(self, older_than: float) -> int:
-        """Running jobs whose heartbeat is older than `older_than` seconds -> `interrupted`."""
-        cutoff = utcnow() - timedelta(seconds=older_than)
-        beat = func.coalesce(TrainingJob.heartbeat_at, TrainingJob.started_at)
-        return self._interrupt(
-            (TrainingJob.status == JobStatus.RUNNING) & (beat < cutoff), STALE_MESSAGE
-        )
-
-    def _interrupt(self, condition, message: str) -> int:
-        with self.database.session_scope() as session:
-            result = execute_update(
-                session,
-                update(TrainingJob)
-                .where(condition)
-                .values(status=JobStatus.INTERRUPTED, error=message, finished_at=utcnow()),
-            )
-            return result.rowcount or 0
 
 
 # ----- reads for pages, on the request's session ---------------------------------------------

@@ -1,5 +1,5 @@
-"""The training task: what runs one job, wherever it runs (a child process of the embedded
-runner, a Celery worker, or the test's own thread).
+"""The training kind of job (`TRAINING`): what runs one training, wherever it runs (a child
+process of the embedded runner, a Celery worker, or the test's own thread).
 
 `run_job(store, job_id)` reads the job's settings and its corpus from the database, trains
 with progress and stop checks, and records the outcome: the tokeniser and the job's status in
@@ -14,11 +14,13 @@ import time
 from collections.abc import Callable
 
 import bpe
+from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, QueueLimits
 from webapp.jobs.progress import MergeEstimator, phase_of
 from webapp.jobs.settings import JobSettings
-from webapp.jobs.store import JobStore, Update
+from webapp.jobs.store import JobRows, JobStore, Update
 from webapp.storage import faults
-from webapp.storage.models import JobStatus
+from webapp.storage.db import Database
+from webapp.storage.models import JobStatus, TrainingJob
 
 ESTIMATE_EVERY = 0.25  # seconds between two estimates (each looks at every sample)
 
@@ -183,3 +185,40 @@ def _finish(
 ) -> JobStatus | None:
     store.finish(job_id, status, error=error, elapsed=elapsed)
     return store.status(job_id)
+
+
+class TrainingKind(JobKind):
+    """Training: `training_jobs` rows, each trains one tokeniser (`run_job`)."""
+
+    name = "training"
+    model = TrainingJob
+    process_name = "train"
+    noun = "training"
+
+    def make_rows(self, database: Database, limits: QueueLimits = DEFAULT_LIMITS) -> JobStore:
+        return JobStore(
+            database,
+            max_running=limits.max_running,
+            max_queued=limits.max_queued,
+            per_owner=limits.per_owner,
+        )
+
+    def run(
+        self,
+        rows: JobRows,
+        job_id: int,
+        *,
+        interval: float,
+        stop: Callable[[], bool] | None = None,
+        on_write: Callable[[int], None] | None = None,
+    ) -> JobStatus | None:
+        if not isinstance(rows, JobStore):
+            raise TypeError(f"a training runs on the rows of `make_rows`, not {rows!r}")
+        return run_job(rows, job_id, interval=interval, stop=stop, on_write=on_write)
+
+    def unsent(self, rows: JobRows, job_id: int) -> None:
+        # Nothing ran, nothing failed: the job is cancelled, and can be run again.
+        rows.request_cancel(job_id)
+
+
+TRAINING = TrainingKind()
