@@ -20,6 +20,28 @@ def test_the_train_form_offers_every_registered_mode(client, make_corpus, lines_
     assert lines_mode.label in page
 
 
+def test_a_job_trains_a_registered_mode(client, make_corpus, job_runner, lines_mode):  # noqa: F811
+    corpus = make_corpus(TEXT)
+    queued = client.post(
+        f"/api/corpora/{corpus.slug}/jobs", json={"mode": "lines", "vocab_size": 290}
+    )
+    assert queued.status_code == 202, queued.get_json()
+    job = queued.get_json()
+    assert job["settings"]["mode"] == "lines" and job["settings"]["pattern"] is None
+    assert job_runner.run_next() == job["id"]
+    done = client.get(job["api_url"]).get_json()
+    assert done["status"] == "succeeded", done
+    slug = done["tokenizer"]["slug"]
+    page = client.get(f"/t/{slug}").get_data(as_text=True)
+    assert "lines" in page and client.get(f"/t/{slug}/merges").status_code == 200
+    refused = client.post(
+        f"/api/corpora/{corpus.slug}/jobs", json={"mode": "sentences", "vocab_size": 290}
+    )
+    assert (
+        refused.status_code == 422 and "naive, chunked, words, lines" in refused.get_json()["error"]
+    )
+
+
 def test_every_page_of_a_registered_modes_tokeniser_works(client, make_tokenizer, lines_mode):  # noqa: F811
     made = make_tokenizer(TEXT, mode="lines", pattern=None, vocab_size=290)
     for path in ("", "/merges", "/vocab", "/token/256"):

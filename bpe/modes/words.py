@@ -34,7 +34,9 @@ class WordsMode(TrainingMode):
     byte_level = False
     uses_alphabet = True
     required_special_tokens = (UNKNOWN,)
-    reserved_tokens: ClassVar[Mapping[str, str]] = {END_OF_WORD: "the end-of-word symbol"}
+    reserved_tokens: ClassVar[Mapping[str, str]] = {
+        END_OF_WORD: "the mark at the end of every word"
+    }
 
     def split(self, text: str, pattern: str | None) -> list[str]:
         return text.split()

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import bpe
-from bpe.model import END_OF_WORD
+from bpe.modes import get_mode, mode_names
 from bpe.training import check_vocab_size, smallest_vocab_size
 from webapp.refusals import UserError
 
@@ -33,15 +33,16 @@ class JobSettings:
     def from_form(cls, form: Mapping[str, Any]) -> JobSettings:
         """Check a train form (or JSON object); UserError (422) says how to fix a field."""
         mode = str(form.get("mode") or "chunked")
-        if mode not in bpe.MODES:
-            raise UserError(f"Mode must be one of {', '.join(bpe.MODES)}.")
+        if mode not in mode_names():  # every registered mode, not a fixed list
+            raise UserError(f"Mode must be one of {', '.join(mode_names())}.")
+        how = get_mode(mode)
         trainer = str(form.get("trainer") or bpe.DEFAULT_TRAINER)
         if trainer not in bpe.TRAINERS:
             raise UserError(f"Trainer must be one of {', '.join(bpe.TRAINERS)}.")
         vocab_size = _int_field(form, "vocab_size", 1000, low=1, high=MAX_VOCAB_SIZE)
         min_frequency = _int_field(form, "min_frequency", 1, low=1, high=10**9)
         pattern = None
-        if mode == "chunked":
+        if how.uses_pattern:
             pattern = str(form.get("pattern") or "gpt4").strip()
             if pattern == "custom":
                 pattern = str(form.get("custom_pattern") or "").strip()
@@ -50,12 +51,13 @@ class JobSettings:
             except ValueError as exc:
                 raise UserError(f"The split pattern does not work: {exc}") from None
         specials = _special_tokens(form.get("special_tokens"))
-        if mode == "words" and END_OF_WORD in specials:
-            raise UserError(
-                f"{END_OF_WORD} marks the end of every word in words mode; it cannot"
-                " also be a special token."
-            )
-        if mode != "words" and vocab_size < 256 + len(specials):
+        for token in specials:
+            if token in how.reserved_tokens:
+                raise UserError(
+                    f"{token} is {how.reserved_tokens[token]} in {mode} mode; it cannot"
+                    " also be a special token."
+                )
+        if how.byte_level and vocab_size < 256 + len(specials):
             raise UserError(
                 f"Vocab size must be at least {256 + len(specials)}: 256 byte tokens"
                 f" + {len(specials)} special tokens."
@@ -98,7 +100,7 @@ class JobSettings:
             "special_tokens": list(self.special_tokens),
             "min_frequency": self.min_frequency,
         }
-        if self.mode == "chunked":
+        if get_mode(self.mode).uses_pattern:
             kwargs["pattern"] = self.pattern
         return kwargs
 
@@ -106,7 +108,7 @@ class JobSettings:
 def smallest_vocab(settings: JobSettings, word_alphabet_size: int | None) -> int | None:
     """The least vocab size these settings train with on a corpus (None: its alphabet is not
     counted, so words mode's floor is not known before the trainer splits the text)."""
-    if settings.mode == "words" and word_alphabet_size is None:
+    if get_mode(settings.mode).uses_alphabet and word_alphabet_size is None:
         return None
     base, specials = smallest_vocab_size(
         settings.mode, settings.special_tokens, alphabet_size=word_alphabet_size
@@ -117,7 +119,7 @@ def smallest_vocab(settings: JobSettings, word_alphabet_size: int | None) -> int
 def check_fits_corpus(settings: JobSettings, word_alphabet_size: int | None) -> None:
     """Refuse (422), in the trainer's own words, settings the trainer would refuse on this
     corpus, so a job bound to fail is never queued."""
-    if settings.mode == "words" and word_alphabet_size is None:
+    if get_mode(settings.mode).uses_alphabet and word_alphabet_size is None:
         return  # not counted: the job's trainer says it (see CorpusStats)
     base, specials = smallest_vocab_size(
         settings.mode, settings.special_tokens, alphabet_size=word_alphabet_size

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 import bpe
+from bpe.modes import get_mode
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, QueueLimits
 from webapp.jobs.progress import MergeEstimator, phase_of
 from webapp.jobs.settings import JobSettings
@@ -31,7 +32,7 @@ class PairNamer:
     merge that made it was reported; an id learned between two reports stays an id."""
 
     def __init__(self, settings: JobSettings, text: str) -> None:
-        if settings.mode == "words":
+        if get_mode(settings.mode).uses_alphabet:  # characters (sorted) and </w>, as words
             alphabet = sorted({c for c in set(text) if not c.isspace()})
             self.known = {i: c.encode("utf-8") for i, c in enumerate(alphabet)}
             self.known[len(alphabet)] = b"</w>"
