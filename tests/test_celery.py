@@ -20,7 +20,7 @@ import bpe
 from tests.conftest import TEST_OWNER_TOKEN, ensure_owner, need_broker
 from tests.waiting import free_port, wait_for
 from webapp import create_app, stop_runners
-from webapp.jobs.celery_backend import TASK_NAME
+from webapp.jobs.celery_backend import OLD_TRAIN_TASK, TASK_NAME
 from webapp.jobs.settings import JobSettings
 from webapp.storage.models import Corpus, Tokenizer, TrainingJob, utcnow
 from webapp.storage.uploads import store_text
@@ -155,6 +155,19 @@ def test_a_duplicated_task_message_creates_one_tokenizer(web, celery_workers, ra
     # Give the duplicates time to be taken and dropped, then count.
     wait_for(lambda: worker.log_path.read_text().count("succeeded in") >= 4, timeout=90)
     assert count_tokenizers(web) == 1
+
+
+def test_a_message_queued_under_the_old_task_name_still_runs(web, celery_workers, random_words):
+    """Before there was one task for every kind, training's was `bpe.train`: a message a web
+    process queued under it before an upgrade is run by an upgraded worker, not lost."""
+    corpus = corpus_of(web, random_words(6000, seed=6))
+    settings = JobSettings(trainer="reference", vocab_size=300)
+    [job_id] = web.extensions["bpe_jobs"].store.submit_many(corpus.id, [settings])  # not sent
+    web.extensions["celery"].send_task(OLD_TRAIN_TASK, args=[job_id])
+    worker = celery_workers()
+    wait_for(lambda: job(web, job_id).finished)
+    assert job(web, job_id).status == "succeeded"
+    assert OLD_TRAIN_TASK in worker.log_path.read_text()
 
 
 @pytest.fixture

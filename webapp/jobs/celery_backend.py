@@ -40,6 +40,9 @@ from webapp.storage.models import JobStatus
 
 log = logging.getLogger(__name__)
 TASK_NAME = "bpe.run"
+# The names training's and evaluation's tasks had before there was one task for all: messages
+# a web process queued under them before an upgrade are run by the upgraded workers, not lost.
+OLD_TRAIN_TASK, OLD_EVALUATE_TASK = "bpe.train", "bpe.evaluate"
 
 
 class JobQueueUnreachable(UserError):
@@ -77,6 +80,8 @@ def make_celery(app: Flask) -> Celery:
         worker_hijack_root_logger=False,
     )
     celery.task(name=TASK_NAME, bind=True)(_run)
+    celery.task(name=OLD_TRAIN_TASK, bind=True)(_train_sent_before_upgrade)
+    celery.task(name=OLD_EVALUATE_TASK, bind=True)(_evaluate_sent_before_upgrade)
     app.extensions["celery"] = celery
     return celery
 
@@ -86,6 +91,14 @@ def _run(task: Task, job_id: int, kind: str = TRAINING.name) -> str:
     backend: CeleryBackend = current_app.extensions["bpe_jobs"]
     status = backend.execute(int(job_id), str(kind))
     return "skipped" if status is None else str(status)
+
+
+def _train_sent_before_upgrade(task: Task, job_id: int) -> str:
+    return _run(task, job_id, TRAINING.name)
+
+
+def _evaluate_sent_before_upgrade(task: Task, evaluation_id: int) -> str:
+    return _run(task, evaluation_id, "evaluation")
 
 
 class CeleryBackend(JobBackend):
