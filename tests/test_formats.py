@@ -119,6 +119,7 @@ def corrupt(change) -> str:
         (corrupt(lambda d: d.update(merges="nope")), "merges must be a list"),
         (corrupt(lambda d: d["merges"].append([1, 2])), "is not \\[left_id, right_id, new_id\\]"),
         (corrupt(lambda d: d["merges"][0].__setitem__(2, 999)), "should create id 256"),
+        (corrupt(lambda d: d["merges"][0].__setitem__(0, True)), "integers"),
         (corrupt(lambda d: d["merges"][0].__setitem__(0, 700)), "does not exist yet"),
         (
             corrupt(lambda d: d["merges"].append(d["merges"][0][:2] + [256 + len(d["merges"])])),
