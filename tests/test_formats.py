@@ -218,3 +218,27 @@ def test_corrupt_parts_get_the_corrupt_files_error(name, change, message):
 def test_a_header_that_is_not_an_object_is_refused_like_a_file():
     with pytest.raises(TokenizerFileError, match="expected a JSON object"):
         from_parts([1, 2], merges=[])
+
+
+def _corrupt_tokens(change) -> str:
+    data = json.loads((SAVED / "tiktoken.json").read_text(encoding="utf-8"))
+    change(data["tokens"])
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda t: t.__setitem__(3, [3]), "token entry 3 is not \\[id, hex bytes\\]"),
+        (lambda t: t.__setitem__(3, "0361"), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [-1, "03"]), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [True, "03"]), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [3, 3]), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [3, "zz"]), "token 3 has bytes that are not hex"),
+        (lambda t: t.__setitem__(3, [3, ""]), "token 3 is empty"),
+        (lambda t: t.__setitem__(3, [2, "03"]), "token id 2 appears twice"),
+    ],
+)
+def test_an_imported_files_broken_token_entry_is_named(change, message):
+    with pytest.raises(TokenizerFileError, match=message):
+        loads(_corrupt_tokens(change))
