@@ -176,7 +176,7 @@ def _in_order(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 def is_imported_header(header: Any) -> bool:
     """Whether a header (or a whole file's structure) is an imported tokeniser's, whose
-    ordinary tokens are part of its bulk."""
+    ordinary tokens are part of its bulk: the test `from_dict` makes."""
     return isinstance(header, dict) and ("rule" in header or "tokens" in header)
 
 
@@ -259,7 +259,7 @@ def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
     mode = data.get("mode")
     if mode not in MODES:
         raise fail(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if is_imported_header(data):
+    if "rule" in data or "tokens" in data:
         return _imported_from_dict(data, mode, fail)
 
     pattern = data.get("pattern")
