@@ -34,22 +34,38 @@ from bpe.token_info import token_category
 
 CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
 MAX_TOKEN_BYTES = 16
+SHORT_TOKEN_BYTES = 4
 
 
 def synthetic_tokenizer(merge_count: int, *, seed: int = 5) -> bpe.Tokenizer:
-    """Valid merges: each joins two existing tokens; recent tokens are likelier parts."""
+    """Valid merges: each joins two existing tokens, no pair twice (a stored tokeniser is read
+    through the file format's checks); recent tokens are likelier parts. Short tokens are a
+    pool of their own: once the ASCII pairs are used up and recent tokens are long, they are
+    what still pairs under the length cap."""
     rng = random.Random(seed)
     lengths = [1] * 256
     merges: list[tuple[int, int, int]] = []
+    merged: set[tuple[int, int]] = set()
     ascii_ids = list(range(32, 127))
+    short = list(ascii_ids)  # ids of at most SHORT_TOKEN_BYTES bytes
     while len(merges) < merge_count:
         new_id = 256 + len(merges)
-        pool = ascii_ids if rng.random() < 0.3 else range(max(32, new_id - 2000), new_id)
+        draw = rng.random()
+        pool = (
+            ascii_ids
+            if draw < 0.3
+            else short
+            if draw < 0.4
+            else range(max(32, new_id - 2000), new_id)
+        )
         left, right = rng.choice(pool), rng.choice(pool)
-        if lengths[left] + lengths[right] > MAX_TOKEN_BYTES:
+        if lengths[left] + lengths[right] > MAX_TOKEN_BYTES or (left, right) in merged:
             continue
+        merged.add((left, right))
         merges.append((left, right, new_id))
         lengths.append(lengths[left] + lengths[right])
+        if lengths[-1] <= SHORT_TOKEN_BYTES:
+            short.append(new_id)
     counts = [max(2, int(2_000_000 / (rank + 10) ** 0.9)) for rank in range(merge_count)]
     tokens_after, total = [], 10_000_000
     for count in counts:

@@ -20,6 +20,12 @@ have them; their ids are the file's own, so the id rules above do not apply to t
 - `pre_tokenizer`: HF only, {"splits": [{"pattern", "keep": "matches"|"all"|"gaps"}],
   "add_prefix_space", "use_regex"}; `ignore_merges`: HF's flag;
 - `source`: {"format": "tiktoken"|"hf", "filename", "sha256", "name"}.
+
+The same structure is kept in two parts where a file is not the store: `header_dict` (every key
+but the lists with one entry per merge or token) and `bulk_parts` (`merges`, `tokens`,
+training's `merge_counts` and `tokens_after`). The web app's database holds the header as one
+JSON document and the bulk as rows; `from_parts` rebuilds a Tokenizer from them through the
+same checks as `from_dict`, so a corrupt row is refused like a corrupt file.
 """
 
 from __future__ import annotations
@@ -45,6 +51,13 @@ class TokenizerFileError(ValueError):
 
 
 def to_dict(tok: Tokenizer) -> dict[str, Any]:
+    """The whole file's JSON structure: the header and the lists that grow with the vocabulary."""
+    return join_parts(header_dict(tok), **bulk_parts(tok))
+
+
+def header_dict(tok: Tokenizer) -> dict[str, Any]:
+    """`to_dict` without its bulk (see `bulk_parts`): what a database keeps as one document
+    beside its merge and vocabulary rows. `from_parts` puts the two back together."""
     training = None
     if tok.training is not None:
         t = tok.training
@@ -53,8 +66,6 @@ def to_dict(tok: Tokenizer) -> dict[str, Any]:
             "vocab_size": t.vocab_size,
             "min_frequency": t.min_frequency,
             "initial_tokens": t.initial_tokens,
-            "merge_counts": list(t.merge_counts),
-            "tokens_after": list(t.tokens_after),
             "seconds": t.seconds,
         }
     data: dict[str, Any] = {
@@ -62,7 +73,6 @@ def to_dict(tok: Tokenizer) -> dict[str, Any]:
         "version": FORMAT_VERSION,
         "mode": tok.mode,
         "pattern": tok.pattern,
-        "merges": [[left, right, new] for left, right, new in tok.merges],
         "special_tokens": dict(tok.special_tokens),
         "alphabet": list(tok.alphabet) if tok.alphabet is not None else None,
         "training": training,
@@ -76,7 +86,6 @@ def _imported_keys(tok: Tokenizer) -> dict[str, Any]:
     source = tok.source
     return {
         "rule": tok.rule,
-        "tokens": [[i, data.hex()] for i, data in sorted((tok.tokens or {}).items())],
         "pre_tokenizer": tok.pre_tokenizer.to_dict() if tok.pre_tokenizer is not None else None,
         "ignore_merges": tok.ignore_merges,
         "source": None
@@ -88,6 +97,105 @@ def _imported_keys(tok: Tokenizer) -> dict[str, Any]:
             "name": source.name,
         },
     }
+
+
+# The file's keys in the order `dumps` writes them, which files saved before the header was
+# split from the bulk keep (tests/saved_tokenizers): `join_parts` restores it.
+FILE_KEYS = (
+    "format",
+    "version",
+    "mode",
+    "pattern",
+    "merges",
+    "special_tokens",
+    "alphabet",
+    "training",
+    "rule",
+    "tokens",
+    "pre_tokenizer",
+    "ignore_merges",
+    "source",
+)
+TRAINING_KEYS = (
+    "trainer",
+    "vocab_size",
+    "min_frequency",
+    "initial_tokens",
+    "merge_counts",
+    "tokens_after",
+    "seconds",
+)
+
+
+def bulk_parts(tok: Tokenizer) -> dict[str, Any]:
+    """The lists of the file with one entry per merge or token, as `join_parts` takes them:
+    `merges`, `tokens` (imported only, else None), `merge_counts` and `tokens_after`
+    (training's, else None)."""
+    training = tok.training
+    return {
+        "merges": [[left, right, new] for left, right, new in tok.merges],
+        "tokens": None
+        if tok.tokens is None
+        else [[i, data.hex()] for i, data in sorted(tok.tokens.items())],
+        "merge_counts": None if training is None else list(training.merge_counts),
+        "tokens_after": None if training is None else list(training.tokens_after),
+    }
+
+
+def join_parts(
+    header: dict[str, Any],
+    *,
+    merges: list[Any],
+    tokens: list[Any] | None = None,
+    merge_counts: list[Any] | None = None,
+    tokens_after: list[Any] | None = None,
+) -> dict[str, Any]:
+    """The file's structure from a header and its bulk, keys in the file's order (keys the
+    header has beyond FILE_KEYS come last). The bulk is not checked here: `from_dict` does."""
+    data = {**header, "merges": merges}
+    if tokens is not None:
+        data["tokens"] = tokens
+    training = header.get("training")
+    if isinstance(training, dict):
+        whole = {**training, "merge_counts": merge_counts, "tokens_after": tokens_after}
+        data["training"] = _in_order(whole, TRAINING_KEYS)
+    return _in_order(data, FILE_KEYS)
+
+
+def _in_order(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    ordered = {key: data[key] for key in keys if key in data}
+    ordered.update((key, value) for key, value in data.items() if key not in ordered)
+    return ordered
+
+
+def is_imported_header(header: Any) -> bool:
+    """Whether a header (or a whole file's structure) is an imported tokeniser's, whose
+    ordinary tokens are part of its bulk: the test `from_dict` makes."""
+    return isinstance(header, dict) and ("rule" in header or "tokens" in header)
+
+
+def from_parts(
+    header: Any,
+    *,
+    merges: list[Any],
+    tokens: list[Any] | None = None,
+    merge_counts: list[Any] | None = None,
+    tokens_after: list[Any] | None = None,
+    source: str = "the tokeniser file",
+) -> Tokenizer:
+    """A Tokenizer from `header_dict`'s header and its bulk, through `from_dict`'s checks, so a
+    corrupt header or bulk is refused as a corrupt file is. Entries may be tuples, and `tokens`
+    (id, bytes) pairs instead of [id, hex] (as a database's rows hold them)."""
+    if not isinstance(header, dict):
+        return from_dict(header, source=source)  # refused there, as the file would be
+    data = join_parts(
+        header,
+        merges=merges,
+        tokens=tokens,
+        merge_counts=merge_counts,
+        tokens_after=tokens_after,
+    )
+    return from_dict(data, source=source)
 
 
 def dumps(tok: Tokenizer) -> str:
@@ -194,12 +302,25 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _three_ints(entry: Any) -> bool:
+    # Plain ints by their exact type first, unrolled: a stored tokeniser's merges (200,000 for
+    # an imported o200k_base) are checked like a file's on every load.
+    left, right, new = entry
+    return (type(left) is int and type(right) is int and type(new) is int) or all(
+        map(_is_int, entry)
+    )
+
+
+# A JSON list, or the tuple a database row gives (from_parts).
+_SEQUENCE = (list, tuple)
+
+
 def _check_merges(raw: Any, base: int, fail: _Fail) -> list[tuple[int, int, int]]:
     if not isinstance(raw, list):
         raise fail("merges must be a list of [left_id, right_id, new_id]")
     merges: list[tuple[int, int, int]] = []
     for k, entry in enumerate(raw):
-        if not (isinstance(entry, list) and len(entry) == 3 and all(map(_is_int, entry))):
+        if not (isinstance(entry, _SEQUENCE) and len(entry) == 3 and _three_ints(entry)):
             raise fail(f"merge {k} is not [left_id, right_id, new_id] integers: {entry!r}")
         left, right, new = entry
         if new != base + k:
@@ -298,23 +419,28 @@ def _check_tokens(raw: Any, fail: _Fail) -> dict[int, bytes]:
         raise fail("tokens must be a list of [id, hex bytes]")
     tokens: dict[int, bytes] = {}
     for k, entry in enumerate(raw):
+        # Unpacked once, a plain int by its exact type first: a stored import's 200,000 tokens
+        # are checked like a file's on every load.
+        token_id: Any = None
+        text: Any = None
+        if isinstance(entry, _SEQUENCE) and len(entry) == 2:
+            token_id, text = entry
         if not (
-            isinstance(entry, list)
-            and len(entry) == 2
-            and _is_int(entry[0])
-            and entry[0] >= 0
-            and isinstance(entry[1], str)
+            (type(token_id) is int or _is_int(token_id))
+            and token_id >= 0
+            and isinstance(text, (str, bytes))
         ):
             raise fail(f"token entry {k} is not [id, hex bytes]: {entry!r:.80}")
         try:
-            data = bytes.fromhex(entry[1])
+            # bytes from a database's rows (from_parts), hex from a file
+            data = text if isinstance(text, bytes) else bytes.fromhex(text)
         except ValueError:
-            raise fail(f"token {entry[0]} has bytes that are not hex: {entry[1]!r:.80}") from None
+            raise fail(f"token {token_id} has bytes that are not hex: {text!r:.80}") from None
         if not data:
-            raise fail(f"token {entry[0]} is empty")
-        if entry[0] in tokens:
-            raise fail(f"token id {entry[0]} appears twice")
-        tokens[entry[0]] = data
+            raise fail(f"token {token_id} is empty")
+        if token_id in tokens:
+            raise fail(f"token id {token_id} appears twice")
+        tokens[token_id] = data
     present = set(tokens.values())
     if len(present) != len(tokens):
         raise fail("two token ids have the same bytes")
@@ -346,10 +472,10 @@ def _check_imported_merges(
         raise fail("merges must be a list of [left_id, right_id, new_id]")
     merges: list[tuple[int, int, int]] = []
     for k, entry in enumerate(raw):
-        if not (isinstance(entry, list) and len(entry) == 3 and all(map(_is_int, entry))):
+        if not (isinstance(entry, _SEQUENCE) and len(entry) == 3 and _three_ints(entry)):
             raise fail(f"merge {k} is not [left_id, right_id, new_id] integers: {entry!r:.80}")
         left, right, new = entry
-        if not all(i in tokens for i in entry):
+        if left not in tokens or right not in tokens or new not in tokens:
             raise fail(f"merge {k} uses an id that is not a token: {entry!r}")
         if tokens[left] + tokens[right] != tokens[new]:
             raise fail(f"merge {k}: the bytes of {left} and {right} do not make token {new}")

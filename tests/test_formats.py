@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bpe
-from bpe.formats import TokenizerFileError, dumps, load, loads, save, to_dict
+from bpe.formats import (
+    TokenizerFileError,
+    bulk_parts,
+    dumps,
+    from_parts,
+    header_dict,
+    join_parts,
+    load,
+    loads,
+    save,
+    to_dict,
+)
 from tests.strategies import TEXTS
 
 
@@ -107,6 +119,7 @@ def corrupt(change) -> str:
         (corrupt(lambda d: d.update(merges="nope")), "merges must be a list"),
         (corrupt(lambda d: d["merges"].append([1, 2])), "is not \\[left_id, right_id, new_id\\]"),
         (corrupt(lambda d: d["merges"][0].__setitem__(2, 999)), "should create id 256"),
+        (corrupt(lambda d: d["merges"][0].__setitem__(0, True)), "integers"),
         (corrupt(lambda d: d["merges"][0].__setitem__(0, 700)), "does not exist yet"),
         (
             corrupt(lambda d: d["merges"].append(d["merges"][0][:2] + [256 + len(d["merges"])])),
@@ -137,3 +150,95 @@ def test_words_file_needs_alphabet_and_unk():
     data["alphabet"] = ["ab"]
     with pytest.raises(TokenizerFileError, match="alphabet"):
         loads(json.dumps(data))
+
+
+# ----- header and bulk: the file in the two parts a database keeps ---------------------------
+SAVED = Path(__file__).parent / "saved_tokenizers"
+SAVED_NAMES = ("naive", "chunked", "words", "tiktoken", "hf")  # words with a special, imports
+
+
+@pytest.mark.parametrize("name", SAVED_NAMES)
+def test_files_saved_before_the_header_split_load_and_save_byte_identically(name):
+    # Written by `dumps` before to_dict was built from header_dict + bulk_parts: the key order
+    # and every value must come out the same, or older files would be rewritten differently.
+    raw = (SAVED / f"{name}.json").read_text(encoding="utf-8")
+    tok = loads(raw)
+    assert dumps(tok) == raw
+    assert dumps(from_parts(header_dict(tok), **bulk_parts(tok))) == raw
+
+
+@pytest.mark.parametrize("name", SAVED_NAMES)
+def test_the_header_holds_no_bulk_and_the_parts_join_into_the_file(name):
+    tok = loads((SAVED / f"{name}.json").read_text(encoding="utf-8"))
+    header = header_dict(tok)
+    assert "merges" not in header and "tokens" not in header
+    assert header["training"] is None or set(header["training"]).isdisjoint(
+        {"merge_counts", "tokens_after"}
+    )
+    assert json.dumps(join_parts(header, **bulk_parts(tok))) == json.dumps(to_dict(tok))
+
+
+def test_parts_take_tuples_and_token_bytes_as_database_rows_give_them():
+    tok = loads((SAVED / "tiktoken.json").read_text(encoding="utf-8"))
+    again = from_parts(
+        header_dict(tok),
+        merges=[tuple(m) for m in tok.merges],
+        tokens=[(i, data) for i, data in (tok.tokens or {}).items()],
+    )
+    assert dumps(again) == dumps(tok)
+
+
+def _parts(name: str) -> tuple[dict, dict]:
+    tok = loads((SAVED / f"{name}.json").read_text(encoding="utf-8"))
+    return header_dict(tok), bulk_parts(tok)
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("chunked", lambda h, b: h.update(mode="bytes"), "mode must be one of"),
+        ("chunked", lambda h, b: h.update(format="other"), "not a BPE Workbench tokeniser"),
+        ("chunked", lambda h, b: h.update(pattern=None), "needs its split pattern"),
+        ("chunked", lambda h, b: b["merges"][0].__setitem__(2, 999), "should create id 256"),
+        ("chunked", lambda h, b: b.update(merge_counts=None), "training is incomplete"),
+        ("chunked", lambda h, b: b["tokens_after"].pop(), "one entry per merge"),
+        ("words", lambda h, b: h.update(alphabet=None), "needs its alphabet"),
+        ("tiktoken", lambda h, b: h.update(rule="other"), "rule must be"),
+        ("tiktoken", lambda h, b: b["tokens"].pop(0), "single bytes have no token"),
+        ("hf", lambda h, b: b["merges"].append([1, 2, 3]), "do not make token"),
+    ],
+)
+def test_corrupt_parts_get_the_corrupt_files_error(name, change, message):
+    header, bulk = _parts(name)
+    change(header, bulk)
+    with pytest.raises(TokenizerFileError, match=f"^the stored row: .*{message}"):
+        from_parts(header, **bulk, source="the stored row")
+
+
+def test_a_header_that_is_not_an_object_is_refused_like_a_file():
+    with pytest.raises(TokenizerFileError, match="expected a JSON object"):
+        from_parts([1, 2], merges=[])
+
+
+def _corrupt_tokens(change) -> str:
+    data = json.loads((SAVED / "tiktoken.json").read_text(encoding="utf-8"))
+    change(data["tokens"])
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda t: t.__setitem__(3, [3]), "token entry 3 is not \\[id, hex bytes\\]"),
+        (lambda t: t.__setitem__(3, "0361"), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [-1, "03"]), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [True, "03"]), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [3, 3]), "token entry 3 is not"),
+        (lambda t: t.__setitem__(3, [3, "zz"]), "token 3 has bytes that are not hex"),
+        (lambda t: t.__setitem__(3, [3, ""]), "token 3 is empty"),
+        (lambda t: t.__setitem__(3, [2, "03"]), "token id 2 appears twice"),
+    ],
+)
+def test_an_imported_files_broken_token_entry_is_named(change, message):
+    with pytest.raises(TokenizerFileError, match=message):
+        loads(_corrupt_tokens(change))

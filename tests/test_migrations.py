@@ -3,6 +3,9 @@ agree with what the migrations build."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -190,5 +193,108 @@ def test_corpus_stats_count_existing_corpora_and_keep_every_row(app_config):
                 sql("SELECT word_alphabet_size FROM corpus_stats ORDER BY corpus_id")
             ).scalars()
             assert list(counted) == [len(word_sequences(body)[0]) for body in bodies]
+    finally:
+        database.dispose()
+
+
+def _old_tokenizer_row(tok, slug: str) -> dict:
+    """The columns a tokeniser was stored in before 0015 (convert.store_tokenizer and
+    store_imported as they were), every field of the tokeniser in a column of its own."""
+    from webapp.storage.convert import final_token_count
+    from webapp.storage.models import utcnow
+
+    values = {
+        "slug": slug,
+        "mode": tok.mode,
+        "pattern": tok.pattern,
+        "vocab_size": tok.vocab_size,
+        "special_tokens": json.dumps(tok.special_tokens, ensure_ascii=False),
+        "alphabet": None if tok.alphabet is None else json.dumps(tok.alphabet, ensure_ascii=False),
+        "merge_count": len(tok.merges),
+        "created_at": utcnow(),
+        "encode_rule": tok.rule,
+        "ignore_merges": tok.ignore_merges,
+    }
+    if tok.source is not None:
+        pre = tok.pre_tokenizer
+        return values | {
+            "source_format": tok.source.format,
+            "source_filename": tok.source.filename,
+            "source_sha256": tok.source.sha256,
+            "source_name": tok.source.name,
+            "pre_tokenizer": None if pre is None else json.dumps(pre.to_dict(), ensure_ascii=False),
+            "id_limit": tok.id_limit,
+        }
+    stats = tok.training
+    return values | {
+        "trainer": stats.trainer,
+        "vocab_size_requested": stats.vocab_size,
+        "min_frequency": stats.min_frequency,
+        "initial_tokens": stats.initial_tokens,
+        "final_token_count": final_token_count(tok),
+        "training_seconds": stats.seconds,
+    }
+
+
+def test_tokenizers_stored_before_documents_get_theirs_and_load_as_before(app_config):
+    """Rows from before 0015 get their document from their columns and load into the same
+    tokeniser (the same file, byte for byte); the downgrade drops the column and nothing else:
+    rebuilding `tokenizers` on SQLite would cascade to every merge and vocabulary row."""
+    import sqlalchemy as sa
+
+    from bpe.formats import dumps, loads
+    from webapp.storage import convert
+    from webapp.storage.models import Merge, Tokenizer, VocabEntry
+
+    saved = Path(__file__).parent / "saved_tokenizers"
+    raws = {
+        name: (saved / f"{name}.json").read_text(encoding="utf-8")
+        for name in ("naive", "chunked", "words", "tiktoken", "hf")
+    }
+    database = db.Database(app_config["DATABASE_URL"])
+    try:
+        db.upgrade(database, "0014_evaluation_owners")
+        with database.session_scope() as session:
+            corpus_id = session.execute(
+                sa.text(
+                    "INSERT INTO corpora (slug, name, size_bytes, sha256, char_count, line_count,"
+                    " source_encoding, created_at, allow_training, text) VALUES ('c', 'c', 1,"
+                    " :sha, 1, 1, 'utf-8', CURRENT_TIMESTAMP, false, 'c') RETURNING id"
+                ),
+                {"sha": "0" * 64},
+            ).scalar_one()
+            for name, raw in raws.items():
+                tok = loads(raw)
+                values = _old_tokenizer_row(tok, slug=name)
+                if not tok.imported:
+                    values["corpus_id"] = corpus_id
+                table = sa.table("tokenizers", *(sa.column(column) for column in values))
+                session.execute(sa.insert(table).values(**values))
+                row_id = session.scalar(sa.text(f"SELECT id FROM tokenizers WHERE slug = '{name}'"))
+                for model, columns, rows in (
+                    (Merge, convert.MERGE_COLUMNS, convert.merge_rows(tok, row_id)),
+                    (VocabEntry, convert.VOCAB_COLUMNS, convert.vocab_rows(tok, row_id)),
+                ):
+                    session.execute(
+                        sa.insert(model), [dict(zip(columns, r, strict=True)) for r in rows]
+                    )
+
+        def counts() -> tuple[int, int]:
+            with database.read_scope() as session:
+                return (
+                    session.scalar(sa.text("SELECT count(*) FROM merges")),
+                    session.scalar(sa.text("SELECT count(*) FROM vocab_entries")),
+                )
+
+        before = counts()
+        db.upgrade(database)
+        with database.read_scope() as session:
+            for name, raw in raws.items():
+                row = session.query(Tokenizer).filter_by(slug=name).one()
+                assert dumps(convert.load_tokenizer(session, row)) == raw, name
+        db.downgrade(database, "0014_evaluation_owners")
+        columns = {c["name"] for c in inspect(database.engine).get_columns("tokenizers")}
+        assert "document" not in columns and "mode" in columns
+        assert counts() == before
     finally:
         database.dispose()

@@ -144,6 +144,10 @@ class Tokenizer(Base):
     corpus_id: Mapped[int | None] = mapped_column(ForeignKey("corpora.id"), index=True)
     owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
     name: Mapped[str | None] = mapped_column(String(200))  # set by a rename; else mode · size
+    # The tokeniser itself: bpe.formats.header_dict as JSON, with the merges and vocab_entries
+    # rows as its bulk (convert.load_tokenizer reads only these). The columns below are copies
+    # of its fields for SQL to filter, sort and show; null only before migration 0015.
+    document: Mapped[str | None] = mapped_column(Text)
     mode: Mapped[str] = mapped_column(String(16))
     pattern: Mapped[str | None] = mapped_column(Text)
     trainer: Mapped[str | None] = mapped_column(String(16))
