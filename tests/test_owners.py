@@ -250,7 +250,9 @@ def test_an_owner_link_claims_ownership_on_a_second_browser(app, stranger, make_
     assert second.get("/owner/claim").status_code == 200
     wrong = second.post("/owner/claim", data={"token": "A" * 43})
     assert wrong.status_code == 403
-    claimed = second.post("/owner/claim", data={"token": token})
+    asked = second.post("/owner/claim", data={"token": token})
+    assert asked.status_code == 200 and "moves all of them" in asked.get_data(as_text=True)
+    claimed = second.post("/owner/claim", data={"token": token, "move": "yes"})
     assert claimed.status_code == 303
     assert second.post(f"/c/{slug}/rename", data={"name": "renamed there"}).status_code == 303
     home = second.get("/").get_data(as_text=True)
@@ -258,6 +260,30 @@ def test_an_owner_link_claims_ownership_on_a_second_browser(app, stranger, make_
     assert f"/c/{had_slug}" in home  # what the second browser owned moved along
     # The first device still owns it too.
     assert stranger.post(f"/c/{slug}/rename", data={"name": "back"}).status_code == 303
+
+
+def test_a_crafted_claim_link_says_what_would_move_where_before_anything_moves(app, make_owner):
+    """Someone sends their own owner link: one click on it must not hand the visitor's corpora
+    to them. The page says what this browser owns, that it would go to the link's owner, and how
+    much that owner has; nothing moves until the visitor confirms."""
+    attacker, victim = make_owner(), make_owner()
+    attacker.client().post("/corpora", data={"text": "the attacker's bait corpus"})
+    browser = victim.client()
+    for text in ("the victim's first corpus", "the victim's second corpus"):
+        assert browser.post("/corpora", data={"text": text}).status_code == 303
+    before = snapshot(app)
+    asked = browser.post("/owner/claim", data={"token": attacker.token})
+    page = asked.get_data(as_text=True)
+    assert asked.status_code == 200
+    assert "<strong>2 corpora</strong>" in page and "moves all of them to the link" in page
+    assert "The link's owner has 1 corpus" in page
+    assert snapshot(app) == before  # nothing moved, no owner deleted
+
+
+def test_a_browser_that_owns_nothing_claims_in_one_step(app, make_owner, stranger):
+    owner = make_owner()
+    owner.client().post("/corpora", data={"text": "a corpus to claim"})
+    assert stranger.post("/owner/claim", data={"token": owner.token}).status_code == 303
 
 
 def test_api_upload_hands_out_the_token_once(raw_client):

@@ -249,7 +249,8 @@ def test_claiming_an_owner_link_moves_evaluations_along(app, stranger, reference
     made = second.post("/corpora", data={"text": "the second device's corpus"})
     slug = made.headers["Location"].rsplit("/", 1)[-1]
     assert second.post(f"/c/{slug}/evaluate", data={"tokenizer": reference.slug}).status_code == 303
-    assert second.post("/owner/claim", data={"token": token}).status_code == 303
+    claimed = second.post("/owner/claim", data={"token": token, "move": "yes"})
+    assert claimed.status_code == 303
     with app.extensions["bpe_db"].read_scope() as session:
         claimed = session.scalar(select(Owner.id).order_by(Owner.id).limit(1))
         owners_left = session.scalars(select(Owner.id)).all()

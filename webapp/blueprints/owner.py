@@ -1,7 +1,9 @@
 """The owner's own pages: claiming an owner link on another device, and tokens for API clients.
 
 - `GET /owner/claim` shows the claim form; static/claim.js fills it from the link's #fragment.
-- `POST /owner/claim` (form, CSRF) makes this browser the owner of that token.
+- `POST /owner/claim` (form, CSRF) makes this browser the owner of that token; when this
+  browser owns something already, it first shows what would move to that owner, and a second
+  post (`move=yes`) moves it.
 - `POST /api/owners` (JSON) gives a script a fresh owner token to send as a bearer token.
 """
 
@@ -22,7 +24,16 @@ def claim_page() -> ResponseReturnValue:
 
 @bp.post("/owner/claim")
 def claim() -> ResponseReturnValue:
+    """Claim an owner link. When this browser owns something, the first post only says what
+    would move where (a crafted link would hand it all to whoever made the link); the form on
+    that page, with `move=yes`, does it."""
     token = request.form.get("token", "")
+    preview = owners.claim_preview(token)
+    if preview is not None and request.form.get("move") != "yes":
+        moving, theirs = preview
+        return render_template(
+            "owner/claim_confirm.html", token=token.strip(), moving=moving, theirs=theirs
+        )
     owners.claim(token)
     response = redirect(url_for("home.index", claimed=1), code=303)
     owners.set_owner_cookie(response, token.strip())

@@ -17,10 +17,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from flask import Flask, g, request, session
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 from werkzeug.wrappers import Response
 
@@ -188,17 +189,69 @@ def _hand_out_new_token(response: Response) -> Response:
 
 
 # ----- claiming an owner link --------------------------------------------------------------------
-def claim(token: str) -> int:
-    """Make this request's visitor the owner holding `token`; what it owned so far moves over.
+@dataclass(frozen=True)
+class Holdings:
+    """How much an owner owns, by kind: what a claim would move."""
 
-    Returns the claimed owner's id; raises Forbidden for a token we do not know.
-    """
+    corpora: int = 0
+    tokenizers: int = 0
+    jobs: int = 0
+    shares: int = 0
+    evaluations: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not any((self.corpora, self.tokenizers, self.jobs, self.shares, self.evaluations))
+
+
+def holdings(session: Session, owner_id: int | None) -> Holdings:
+    """What `owner_id` owns now (live corpora and tokenisers, every job, share and evaluation)."""
+    if owner_id is None:
+        return Holdings()
+
+    def count(table: type[Any], *where: Any) -> int:
+        query = select(func.count()).select_from(table).where(table.owner_id == owner_id, *where)
+        return session.scalar(query) or 0
+
+    return Holdings(
+        corpora=count(Corpus, Corpus.deleted_at.is_(None)),
+        tokenizers=count(Tokenizer, Tokenizer.deleted_at.is_(None)),
+        jobs=count(TrainingJob),
+        shares=count(PlaygroundShare),
+        evaluations=count(EvaluationRow),
+    )
+
+
+def claim_preview(token: str) -> tuple[Holdings, Holdings] | None:
+    """What claiming `token` would do, before it is done: (what this browser owns and would hand
+    over to the link's owner, what the link owns), or None when nothing would move (this
+    browser owns nothing, or already is that owner). Forbidden for a token we do not know."""
+    claimed = _claimed_owner(token)
+    previous = current_owner_id()
+    if previous is None or previous == claimed:
+        return None
+    moving = holdings(db.session(), previous)
+    if moving.empty:
+        return None
+    return moving, holdings(db.session(), claimed)
+
+
+def _claimed_owner(token: str) -> int:
     claimed = find_owner(db.session(), token.strip())
     if claimed is None:
         raise Forbidden(
             "This owner link is not valid here: check that it was copied whole (it is the long"
             " part after #)."
         )
+    return claimed
+
+
+def claim(token: str) -> int:
+    """Make this request's visitor the owner holding `token`; what it owned so far moves over.
+
+    Returns the claimed owner's id; raises Forbidden for a token we do not know.
+    """
+    claimed = _claimed_owner(token)
     previous = current_owner_id()
     if previous is not None and previous != claimed:
         with db.session_scope() as write:
