@@ -167,6 +167,27 @@ def test_every_mode_round_trips_through_rows(app, make_tokenizer, mode):
     assert tok.encode(text) == made.tok.encode(text)
 
 
+def test_a_deleted_jobs_id_is_never_given_to_another(
+    app, client, make_owner, job_runner, make_corpus
+):
+    """Job ids are in URLs, and deleting a tokeniser deletes the job that made it: the next job
+    on the corpus (someone else's here) must not take that id, or the deleted job's link would
+    lead to a job that is not the link holder's."""
+    corpus = make_corpus()
+    client.post(f"/c/{corpus.slug}/training", data={"allow": "1"})
+    first = client.post(f"/c/{corpus.slug}/train", data=TRAIN).headers["Location"]
+    first_id = int(first.rsplit("/", 1)[-1])
+    job_runner.run_next()
+    with app.extensions["bpe_db"].read_scope() as session:
+        made = session.scalar(select(TrainingJob.tokenizer_id).where(TrainingJob.id == first_id))
+        slug = session.scalar(select(Tokenizer.slug).where(Tokenizer.id == made))
+    assert client.post(f"/t/{slug}/delete").status_code == 303  # the job goes with it
+    someone = make_owner().client()
+    second = someone.post(f"/c/{corpus.slug}/train", data=TRAIN).headers["Location"]
+    assert int(second.rsplit("/", 1)[-1]) > first_id
+    assert client.post(f"/c/{corpus.slug}/jobs/{first_id}/cancel").status_code == 404
+
+
 def test_a_failing_job_records_the_error(app, client, job_runner, make_corpus):
     from tests.test_words_minimum import forget_alphabet
 

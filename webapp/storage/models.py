@@ -233,6 +233,8 @@ class VocabEntry(Base):
 
 class TrainingJob(Base):
     __tablename__ = "training_jobs"
+    # Ids are in URLs: never give a new job a deleted one's (migration 0016).
+    __table_args__ = {"sqlite_autoincrement": True}
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id"), index=True)
@@ -300,6 +302,7 @@ class EvaluationRow(Base):
     __tablename__ = "evaluations"
     __table_args__ = (
         Index("ix_evaluations_corpus_tokenizer", "corpus_id", "tokenizer_id", unique=True),
+        {"sqlite_autoincrement": True},  # ids are in URLs (migration 0016)
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
