@@ -4,14 +4,21 @@ configuration only."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from flask.testing import FlaskClient
 
+from tests.waiting import wait_for_server
 from webapp.plumbing.security import CSP
 
 TRAIN = {"mode": "chunked", "vocab_size": "300", "trainer": "reference", "pattern": "gpt4"}
@@ -223,17 +230,11 @@ def test_plain_http_sends_no_hsts(client):
     assert "Strict-Transport-Security" not in client.get("/").headers
 
 
-@pytest.mark.slow
-@pytest.mark.embedded_only
-@pytest.mark.parametrize("trusted", [False, True])
-def test_the_server_believes_forwarded_https_only_from_a_named_proxy(tmp_path, trusted):
-    """The README's server (gunicorn) takes X-Forwarded-Proto from FORWARDED_ALLOW_IPS only: any
-    local process could otherwise pass plain http off as https (HSTS, Secure cookies)."""
-    import subprocess
-    import urllib.request
-
+@contextlib.contextmanager
+def readme_server(tmp_path: Path, **env: str) -> Iterator[int]:
+    """The README's server (gunicorn, one worker) on a free port of its own; yields the port."""
     from tests.readme_server import start_readme_server
-    from tests.waiting import free_port, wait_for_server
+    from tests.waiting import free_port
 
     port = free_port()
     env = {
@@ -241,20 +242,30 @@ def test_the_server_believes_forwarded_https_only_from_a_named_proxy(tmp_path, t
         "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
         "BPE_UPLOAD_TMP_DIR": str(tmp_path / "uploads"),
         "WEB_CONCURRENCY": "1",
+        **env,
     }
-    if trusted:
-        env["FORWARDED_ALLOW_IPS"] = "127.0.0.1"
     server = start_readme_server(
         env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, own_session=True
     )
     try:
+        yield port
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_server_believes_forwarded_https_only_from_a_named_proxy(tmp_path, trusted):
+    """The README's server (gunicorn) takes X-Forwarded-Proto from FORWARDED_ALLOW_IPS only: any
+    local process could otherwise pass plain http off as https (HSTS, Secure cookies)."""
+    proxy = {"FORWARDED_ALLOW_IPS": "127.0.0.1"} if trusted else {}
+    with readme_server(tmp_path, **proxy) as port:
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/", headers={"X-Forwarded-Proto": "https"}
         )
         headers = wait_for_server(lambda: urllib.request.urlopen(request, timeout=10).headers)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(60)
     assert ("Strict-Transport-Security" in headers) is trusted
 
 
@@ -263,23 +274,6 @@ def test_the_server_believes_forwarded_https_only_from_a_named_proxy(tmp_path, t
 def test_the_servers_own_refusals_carry_the_headers_and_echo_nothing(tmp_path):
     """What gunicorn refuses before the app sees it (a request line or headers it cannot read)
     is answered as JSON with the app's security headers, and quotes none of the sender's text."""
-    import socket
-    import subprocess
-    import urllib.request
-
-    from tests.readme_server import start_readme_server
-    from tests.waiting import free_port, wait_for_server
-
-    port = free_port()
-    env = {
-        "PORT": str(port),
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
-        "BPE_UPLOAD_TMP_DIR": str(tmp_path / "uploads"),
-        "WEB_CONCURRENCY": "1",
-    }
-    server = start_readme_server(
-        env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, own_session=True
-    )
     hostile = "<script>alert(1)</script>"
     requests = {
         400: f"{hostile} / HTTP/1.1\r\nHost: localhost\r\n\r\n",
@@ -289,15 +283,12 @@ def test_the_servers_own_refusals_carry_the_headers_and_echo_nothing(tmp_path):
         + "\r\n",
     }
     answers = {}
-    try:
+    with readme_server(tmp_path) as port:
         wait_for_server(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10))
         for status, raw in requests.items():
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
                 sock.sendall(raw.encode())
                 answers[status] = b"".join(iter(lambda s=sock: s.recv(65536), b"")).decode()
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(60)
     for status, answer in answers.items():
         head, _, body = answer.partition("\r\n\r\n")
         assert head.startswith(f"HTTP/1.1 {status} "), answer[:200]
