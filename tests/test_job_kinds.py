@@ -36,6 +36,12 @@ def toy_row(app, job_id: int) -> toy_kind.LineCountJob:
     return toy_kind.row(app.extensions["bpe_db"], job_id)
 
 
+@pytest.fixture(autouse=True)
+def no_toy_table_left(app_config):
+    yield
+    toy_kind.drop_table(app_config["DATABASE_URL"])
+
+
 @pytest.fixture
 def toy_config(app_config):
     """The app's config with the toy kind named the way a deployment names one."""

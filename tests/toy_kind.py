@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
+import sqlalchemy as sa
 from sqlalchemy import Boolean, DateTime, Float, Integer, String, Text, select, update
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -50,6 +51,15 @@ class LineCountJob(ToyBase):
 def create_table(database: Database) -> None:
     ToyBase.metadata.drop_all(database.engine)  # a PostgreSQL test database keeps it otherwise
     ToyBase.metadata.create_all(database.engine)
+
+
+def drop_table(url: str) -> None:
+    """Leave no toy table behind: a PostgreSQL test database is shared by the tests after."""
+    engine = sa.create_engine(url)
+    try:
+        ToyBase.metadata.drop_all(engine)
+    finally:
+        engine.dispose()
 
 
 def queue(database: Database, corpus_id: int, *, pause: float = 0.0) -> int:
