@@ -2,10 +2,13 @@
 
 - The proof is a random token of 256 bits (`new_token`). Only its SHA-256 is stored; a request's
   token is hashed, looked up by that hash and compared again in constant time.
-- A browser holds the token in an HttpOnly, SameSite=Lax cookie (Secure over HTTPS); the first
-  page after the owner is made shows, once, an owner link (`/owner/claim#<token>`) that claims
-  the same ownership on another device. API clients get the token in the JSON answer of their
-  first upload (or from POST /api/owners) and send `Authorization: Bearer <token>`.
+- A browser holds the token in an HttpOnly, SameSite=Lax cookie (`bpe_owner`; over HTTPS the
+  `__Host-` one, see `webapp.plumbing.security`), and a request with two different owner
+  cookies is refused. The first page after the owner is made shows, once, an owner link
+  (`/owner/claim#<token>`) that claims the same ownership on another device; claiming from a
+  browser that owns something first says what would move (`claim_preview`). API clients get
+  the token in the JSON answer of their first upload (or from POST /api/owners) and send
+  `Authorization: Bearer <token>`.
 - A bearer token wins over the cookie. An unknown bearer token is refused (403) wherever an
   owner is needed, rather than silently starting a new owner.
 
