@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import bpe
-from bpe.export_hf import canonical_ids, duplicate_tokens, to_hf_json
+from bpe.export_common import canonical_ids, duplicate_tokens
+from bpe.export_hf import to_hf_json
 from bpe.export_tiktoken import to_tiktoken_encoding
 
 CORPORA = ["english_small", "english_large", "chinese_modern", "code"]

@@ -237,7 +237,8 @@ def run_decode(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from bpe.export_hf import export_warnings, write_hf
+    from bpe.export_common import export_warnings
+    from bpe.export_hf import write_hf
     from bpe.export_tiktoken import write_tiktoken
 
     tok = _load(args.tokenizer)

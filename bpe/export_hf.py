@@ -42,32 +42,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bpe.byte_level import byte_level_string, bytes_to_unicode
+from bpe.byte_level import byte_level_string
 from bpe.export_common import (
     ExportError,
     canonical_ids,
     canonical_merges,
     check_exportable,
-    duplicate_tokens,
     export_warnings,
-    special_token_clashes,
 )
 from bpe.model import Tokenizer
 from bpe.patterns import NAIVE_PATTERN
 
-# The shared names the HF export's callers (tests/test_exports.py, benchmarks/export_agreement.py)
-# import from here, with the export's own.
-__all__ = [
-    "ExportError",
-    "bytes_to_unicode",
-    "canonical_ids",
-    "duplicate_tokens",
-    "export_warnings",
-    "special_token_clashes",
-    "to_hf_dict",
-    "to_hf_json",
-    "write_hf",
-]
+__all__ = ["to_hf_dict", "to_hf_json", "write_hf"]
 
 
 def to_hf_dict(tok: Tokenizer, *, strict: bool = False) -> dict[str, Any]:

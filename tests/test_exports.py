@@ -20,16 +20,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import bpe
-from bpe.export_hf import (
+from bpe.byte_level import bytes_to_unicode
+from bpe.export_common import (
     ExportError,
-    bytes_to_unicode,
     canonical_ids,
     duplicate_tokens,
     export_warnings,
     special_token_clashes,
-    to_hf_json,
-    write_hf,
 )
+from bpe.export_hf import to_hf_json, write_hf
 from bpe.export_tiktoken import (
     NAIVE_PATTERN,
     load_tiktoken,
