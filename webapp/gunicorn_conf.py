@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from webapp.gunicorn_worker import LIMIT_REQUEST_LINE
+
 if TYPE_CHECKING:
     from gunicorn.arbiter import Arbiter
 
@@ -32,7 +34,7 @@ control_socket_disable = True
 # the line may be up to 8 KB, so the app's own 414 (webapp/plumbing/inputs.py) covers most long
 # URLs.
 worker_class = "webapp.gunicorn_worker.JsonErrorThreadWorker"
-limit_request_line = 8190
+limit_request_line = LIMIT_REQUEST_LINE
 # X-Forwarded-Proto and -For are believed only from the proxies named in FORWARDED_ALLOW_IPS
 # (gunicorn's own variable): gunicorn's default trusts any local process, which could then
 # pass plain http off as https. Behind a proxy, set it to the proxy's address.

@@ -19,9 +19,11 @@ from gunicorn.workers.gthread import ThreadWorker
 
 from webapp.plumbing.security import CSP
 
+LIMIT_REQUEST_LINE = 8190  # gunicorn's limit_request_line (webapp/gunicorn_conf.py sets it)
+
 MESSAGES = {
     400: "The request could not be read: its request line or a header is malformed.",
-    414: "The request line is too long: it may have at most 8,190 bytes.",
+    414: f"The request line is too long: it may have at most {LIMIT_REQUEST_LINE:,} bytes.",
     431: "The request has too many headers, or one that is too long.",
 }
 

@@ -22,6 +22,10 @@ DOWNLOADS = {
 }
 
 
+BYTE_LEVEL_ONLY = "byte-level modes only"
+ORIGINAL_FILE_ONLY = "use the original file"
+
+
 def unavailable(row: Tokenizer, fmt: str) -> str | None:
     """Why `fmt` cannot hold this tokeniser, in a few words for its disabled button; None when
     it can. Asked of the tokeniser's mode and encode rule (`bpe.modes`, `bpe.rules`), as the
@@ -29,10 +33,10 @@ def unavailable(row: Tokenizer, fmt: str) -> str | None:
     if fmt == "json":
         return None
     if fmt not in get_rule(row.encode_rule).export_targets:
-        return "use the original file"
+        return ORIGINAL_FILE_ONLY
     mode = get_mode(row.mode)
     if not mode.byte_level or mode.split_pattern(row.pattern) is None:
-        return "byte-level modes only"
+        return BYTE_LEVEL_ONLY
     return None
 
 
@@ -44,7 +48,7 @@ def export_file(
     if fmt == "json":
         return bpe.formats.dumps(tok), f"{name}.json", "application/json"
     why = unavailable(row, fmt)
-    if why == "byte-level modes only":
+    if why == BYTE_LEVEL_ONLY:
         raise UserError(
             f"A {tok.mode}-mode tokeniser cannot be exported to {what}: those formats are"
             " byte-level. Download the project's JSON, or train in naive or chunked mode.",
