@@ -42,6 +42,7 @@ from webapp.blueprints.pages import (
 from webapp.jobs import get_jobs, parse_settings
 from webapp.plumbing import owners
 from webapp.plumbing.htmx import is_fragment_request, page_or_fragment, refuse_in_place
+from webapp.plumbing.inputs import box_text
 from webapp.refusals import UserError
 from webapp.rendering.chips import NO_MARK, Mark, encoded_chips
 from webapp.rendering.comparison import (
@@ -261,7 +262,7 @@ def _diff_mark(cut: bool, inside: int) -> Mark:
 
 
 def _encoded(context: dict[str, Any], values: MultiDict[str, str]) -> dict[str, Any]:
-    text = values.get("text", "")
+    text = box_text(values)
     display = Display.from_args(values)
     check_playground_text(text)
     sides = context["sides"]

@@ -24,7 +24,7 @@ from webapp.blueprints.pages import (
 )
 from webapp.jobs import get_jobs, parse_settings
 from webapp.plumbing import owners
-from webapp.plumbing.inputs import json_body
+from webapp.plumbing.inputs import box_text, json_body
 from webapp.plumbing.security import API_TYPE_MESSAGE, Forbidden, bearer_token
 from webapp.refusals import UserError, human_bytes
 from webapp.storage import db, faults
@@ -77,7 +77,7 @@ def _form_source() -> tuple[ByteReader, str | None]:
     """The uploaded file if one was chosen, else the pasted text."""
     try:
         upload = request.files.get("file")
-        text = request.form.get("text", "")
+        text = box_text(request.form)
     except OSError as exc:
         if faults.classify(exc) is not None:
             raise  # the form parser could not spool the file: storage, not the client

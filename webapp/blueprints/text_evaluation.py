@@ -21,7 +21,7 @@ from flask.typing import ResponseReturnValue
 from bpe.evaluate import evaluate
 from webapp.blueprints.pages import tokenizer_context
 from webapp.plumbing.htmx import is_fragment_request, refuse_in_place
-from webapp.plumbing.inputs import json_object
+from webapp.plumbing.inputs import box_text, json_object
 from webapp.refusals import UserError, human_bytes
 from webapp.rendering import evaluations
 from webapp.storage import browse, db
@@ -51,7 +51,7 @@ def page(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     text, figures, lists = "", None, {}
     if request.method == "POST":
-        text = _checked_text(request.form.get("text", ""))
+        text = _checked_text(box_text(request.form))
         tok = load_tokenizer(db.session(), context["row"])
         figures = evaluate(tok, [text])
         lists = evaluations.token_lists(tok, figures)

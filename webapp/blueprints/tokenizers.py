@@ -34,6 +34,7 @@ from webapp.plumbing.htmx import (
     page_or_fragment,
     refuse_in_place,
 )
+from webapp.plumbing.inputs import box_text
 from webapp.plumbing.security import external_url
 from webapp.refusals import UserError
 from webapp.rendering.chips import encoded_chips
@@ -83,7 +84,7 @@ def encode(slug: str) -> ResponseReturnValue:
 def share(slug: str) -> ResponseReturnValue:
     context = tokenizer_context(slug)
     display = Display.from_args(request.form)
-    text = request.form.get("text", "")
+    text = box_text(request.form)
     check_playground_text(text)
     owner_id = owners.owner_id_for_write()
     with db.session_scope() as session:
@@ -117,7 +118,7 @@ def _playground(
 ) -> Response:
     """The playground for some text: encoded with all merges, or the first k (the scrubber),
     and with `why` the step-by-step replay of the chunk of one token."""
-    text = values.get("text", "") if text is None else text
+    text = box_text(values) if text is None else text
     check_playground_text(text)
     row = context["row"]
     tok = load_tokenizer(db.session(), row)

@@ -8,7 +8,8 @@
   Werkzeug would turn a bad byte into U+FFFD silently (or keep it percent-encoded), and JSON's
   `\\ud800` escapes give lone surrogates that cannot be stored or encoded. Both are refused with
   400 naming the field and where the bad byte or character is;
-- JSON bodies nest at most MAX_JSON_DEPTH deep (Python's parser would recurse until it fails).
+- JSON bodies nest at most MAX_JSON_DEPTH deep (Python's parser would recurse until it fails);
+- text typed into a form's box reaches the tokeniser as the person sees it (`box_text`).
 """
 
 from __future__ import annotations
@@ -150,6 +151,24 @@ def _utf8_fields(fields: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]
 
 class StrictRequest(Request):
     form_data_parser_class = StrictFormDataParser
+
+
+# ----- Text from a form's box -------------------------------------------------------------------
+def box_text(values: MultiDict[str, str], name: str = "text") -> str:
+    """A text field of an HTML form, with its line breaks as the person typed them.
+
+    A browser submitting a form (plain, or htmx's multipart FormData) writes every line break of
+    every field as CRLF, while the box itself never holds a CR: the value a script reads from a
+    textarea has LF alone. Without this, the same text counts differently with and without
+    JavaScript, and a pasted corpus learns `\\r\\n` merges it was never given. Uploaded files and
+    JSON bodies are not forms and stay byte-exact.
+
+    >>> box_text(MultiDict({"text": "line one\\r\\nline two\\r\\n"}))
+    'line one\\nline two\\n'
+    >>> box_text(MultiDict({}))
+    ''
+    """
+    return values.get(name, "").replace("\r\n", "\n")
 
 
 # ----- JSON bodies -------------------------------------------------------------------------------
