@@ -125,6 +125,25 @@ def test_every_tokeniser_encodes_the_text_and_the_cheapest_is_marked(client, thr
         assert ("cheapest</span>" in found[letter]) == (n == fewest), letter
 
 
+@pytest.mark.parametrize("size", [2, 3])
+def test_a_tokeniser_that_loses_characters_is_marked_not_crowned(client, three, size):
+    """The words tokeniser never saw 北, 京 or é: its <unk>s make it the shortest, not the best."""
+    text = "北京 é 北京 é 北京 é"
+    refs = [three[2], *three[:2]][:size]  # the words tokeniser first
+    html = client.post(url(refs, "/encode"), data={"text": text}, headers=HX).text
+    found = rows(html)
+    words = refs[0].tok
+    unknown = words.encode(text).count(words.special_tokens["<unk>"])
+    assert unknown == 9 and len(words.encode(text)) < min(len(r.tok.encode(text)) for r in refs[1:])
+    assert "cheapest</span>" not in found["a"]
+    assert f"{unknown} × &lt;unk&gt;: not ranked</span>" in found["a"]
+    assert "Not ranked, since it turns characters of this text into" in html
+    fewest = min(len(r.tok.encode(text)) for r in refs[1:])
+    for letter, ref in zip("bc", refs[1:], strict=False):
+        assert ("cheapest</span>" in found[letter]) == (len(ref.tok.encode(text)) == fewest)
+    assert "needs" not in html.split('<div class="compare-rows">')[0]  # no A-vs-B crown either
+
+
 def test_naive_vs_chunked_diff_marks_the_cross_word_tokens(client, make_corpus, make_tokenizer):
     corpus = make_corpus(LOREM, name="lorem")
     naive = make_tokenizer(LOREM, mode="naive", vocab_size=300, corpus=corpus)

@@ -53,6 +53,7 @@ from webapp.rendering.comparison import (
     curve_plot,
     learned_tokens,
     overlap_many,
+    unknown_count,
     verdict,
 )
 from webapp.rendering.playground import Display, check_playground_text, list_display
@@ -280,6 +281,7 @@ def _encoded(context: dict[str, Any], values: MultiDict[str, str]) -> dict[str, 
                 "ids": ids,
                 "chips": chips,
                 "counts": counts(text, ids),
+                "unknown": unknown_count(tok, ids),
                 "scrub": cut,
                 "merge_views": merge_views(tok, cut.merge),
             }
@@ -291,8 +293,13 @@ def _encoded(context: dict[str, Any], values: MultiDict[str, str]) -> dict[str, 
         row["diff"] = row_diff
         marks = view_marks(row["scrub"].segmentation, [len(c.ids) for c in row["chips"]], row_diff)
         row["marks"] = [_diff_mark(cut, inside) for cut, inside in marks]
-    fewest = min(len(row["ids"]) for row in rows)
-    cheapest = [row["side"]["letter"] for row in rows if len(row["ids"]) == fewest] if text else []
+    # Only tokenisers that kept every character are ranked: fewer tokens bought by turning
+    # characters into <unk> is not better compression.
+    ranked = [row for row in rows if not row["unknown"]]
+    fewest = min((len(row["ids"]) for row in ranked), default=0)
+    cheapest = [row["side"]["letter"] for row in ranked if len(row["ids"]) == fewest]
+    if not text:
+        cheapest = []
     result = {
         "rows": rows,
         "diff": diff,
@@ -303,7 +310,7 @@ def _encoded(context: dict[str, Any], values: MultiDict[str, str]) -> dict[str, 
         "scrub_setting": setting,
         "text_verdict": None,
     }
-    if text and len(rows) == 2:
+    if text and len(rows) == 2 and len(ranked) == 2:
         result["text_verdict"] = verdict(len(rows[0]["ids"]), len(rows[1]["ids"]))
     return result
 

@@ -45,6 +45,20 @@ def verdict(tokens_a: int, tokens_b: int) -> Verdict:
     return Verdict(winner, fewer, 100 * fewer / loser if loser else 0.0)
 
 
+def unknown_count(tok: bpe.Tokenizer, ids: Sequence[int]) -> int:
+    """How many of the ids are the tokeniser's unknown token: characters it could not keep, so
+    its count for the text is not comparable with a tokeniser that kept every one.
+
+    Only a tokeniser without byte-level symbols (words mode) has an unknown token; a text that
+    names `<unk>` literally with special tokens recognised is counted too, which errs on the
+    side of not crowning it.
+    """
+    if tok.mode_object.byte_level:
+        return 0
+    unknown = tok.special_tokens.get(bpe.UNKNOWN)
+    return 0 if unknown is None else sum(1 for token_id in ids if token_id == unknown)
+
+
 # ----- learned tokens: overlap and chunk crossings -----------------------------------------------
 def learned_tokens(tok: bpe.Tokenizer) -> dict[TokenKey, tuple[int, int]]:
     """Each merged token's key -> (its id, the pair count when it was learned).
