@@ -102,6 +102,8 @@ def test_lifecycle_queued_running_succeeded_with_growing_progress(
     job = job_row(app, job_id)
     assert job.status == "succeeded" and job.tokenizer_id and job.finished_at
     assert job.merges_done == done[-1]
+    api = client.get(f"/api/corpora/{corpus.slug}/jobs/{job_id}").get_json()
+    assert (api["status"], api["phase"]) == ("succeeded", None)  # not still "storing"
     fragment = status_fragment(client, corpus.slug, job_id)
     assert "succeeded" in fragment and "hx-trigger" not in fragment  # polling stops
     page = client.get(f"/c/{corpus.slug}/jobs/{job_id}").get_data(as_text=True)

@@ -295,6 +295,25 @@ def test_pasted_text_over_its_limit_is_413(app_config):
 
 
 # ----- the JSON / API upload --------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["raw", "json"])
+def test_the_upload_answer_already_has_the_words_floor(client, owner, kind):
+    """The answer to a fresh upload gives every mode's smallest vocab, as a later GET does."""
+    text = "hello wörld, hello wörld " * 10
+    if kind == "raw":
+        response = client.post(
+            "/api/corpora?name=floor",
+            data=text.encode(),
+            content_type="text/plain; charset=utf-8",
+            headers=owner.bearer,
+        )
+    else:
+        response = client.post("/api/corpora", json={"text": text, "name": "floor"})
+    answer = response.get_json()
+    later = client.get(f"/api/corpora/{answer['slug']}").get_json()
+    assert answer["smallest_vocab_size"] == later["smallest_vocab_size"]
+    assert answer["smallest_vocab_size"]["words"] == len(set(text) - {" "}) + 2  # </w>, <unk>
+
+
 def test_api_upload_raw_body(app, client, owner):
     data = "raw body corpus ✓".encode()
     response = client.post(

@@ -388,6 +388,7 @@ class JobStore(JobRows):
                 return False
             row = store_tokenizer(session, tok, corpus_id=job.corpus_id, owner_id=job.owner_id)
             job.status = JobStatus.SUCCEEDED
+            job.phase = None  # a phase is what a running job is doing; this one is done
             job.tokenizer_id = row.id
             job.merges_done = len(tok.merges)
             if tok.training is not None:

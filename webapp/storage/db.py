@@ -61,11 +61,23 @@ class Database:
         try:
             yield session
             session.commit()
+            self._end_read_snapshot()
         except BaseException:
             session.rollback()
             raise
         finally:
             session.close()
+
+    def _end_read_snapshot(self) -> None:
+        """After a write, let this thread's read session see it: on SQLite a read transaction
+        keeps the snapshot of its first SELECT, so a request that looked up its owner before
+        storing a corpus would answer with the corpus's stats missing. The read session never
+        holds changes of its own (writes go through `session_scope`), so ending it loses nothing."""
+        if not self.session.registry.has():
+            return
+        reader = self.session()
+        if reader.in_transaction() and not (reader.new or reader.dirty or reader.deleted):
+            reader.commit()
 
     @contextmanager
     def read_scope(self) -> Iterator[Session]:
