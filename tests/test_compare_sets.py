@@ -215,3 +215,9 @@ def test_scrubber_refuses_a_k_that_is_not_a_number(client, three):
     assert response.status_code == 400 and "k must be a whole number" in response.text
     response = client.post(url(three, "/encode"), data={"text": "x", "k": "-5"}, headers=HX)
     assert response.status_code == 200  # out of range is clamped: 0 merges
+
+
+def test_side_by_side_merges_past_the_last_page_is_404(client, three):
+    pages = int(re.search(r"page 1 of (\d+)", client.get(url(three[:2], "/merges")).text).group(1))
+    assert client.get(url(three[:2], f"/merges?page={pages}")).status_code == 200
+    assert client.get(url(three[:2], f"/merges?page={pages + 1}")).status_code == 404

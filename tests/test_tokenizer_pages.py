@@ -250,12 +250,6 @@ def test_bad_merge_queries_are_400_with_a_message(client, tok_ref, query, messag
     assert message in response.get_data(as_text=True)
 
 
-def test_a_page_past_the_end_is_empty_not_an_error(client, tok_ref):
-    response, html = page(client, f"/t/{tok_ref.slug}/merges?page=99")
-    assert response.status_code == 200 and "No merge matches" not in html
-    assert "page 99 of 2" in html
-
-
 # ----- vocabulary ---------------------------------------------------------------------------------
 def test_vocab_page_and_fragment(client, tok_ref):
     response, html = page(client, f"/t/{tok_ref.slug}/vocab?kind=all")
@@ -484,3 +478,14 @@ def test_list_urls_drop_empty_fields(client, tok_ref):
     assert fragment.headers["HX-Push-Url"] == url + "?q=th&match=text"
     merges = client.get(f"/t/{tok_ref.slug}/merges?q=&ws=0", headers=HX)
     assert merges.headers["HX-Push-Url"] == f"/t/{tok_ref.slug}/merges?ws=0"
+
+
+@pytest.mark.parametrize("tab", ["merges", "vocab"])
+def test_a_page_past_the_last_is_404_naming_the_last(client, make_tokenizer, tab):
+    tok = make_tokenizer(vocab_size=300)
+    last = client.get(f"/t/{tok.slug}/{tab}?per_page=10")
+    pages = int(re.search(r"page 1 of (\d+)", last.text).group(1))
+    assert client.get(f"/t/{tok.slug}/{tab}?per_page=10&page={pages}").status_code == 200
+    past = client.get(f"/t/{tok.slug}/{tab}?per_page=10&page={pages + 1}")
+    assert past.status_code == 404
+    assert f"There is no page {pages + 1} here: the list has {pages} pages." in past.text

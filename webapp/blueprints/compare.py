@@ -186,7 +186,7 @@ def _merges(context: dict[str, Any], args: MultiDict[str, str]) -> dict[str, Any
     for rank in range(first, min(first + paging.per_page, longest)):
         cells = {side["letter"]: _merge_cell(sides, side, rank, display) for side in sides}
         rows.append({"rank": rank, **cells})
-    page = browse.Page(rows=rows, total=longest, paging=paging)
+    page = browse.Page(rows=rows, total=longest, paging=paging).must_exist()
     return {"merge_page": page, "merge_rows": rows, "list_display": display}
 
 

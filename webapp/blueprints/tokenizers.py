@@ -169,7 +169,7 @@ def merges(slug: str) -> ResponseReturnValue:
     display = list_display(request.args)
     if noisy_query(request.args) and not is_fragment_request():
         return redirect(url_for("tokenizers.merges", slug=slug, **list_url_args(query, display)))
-    page = browse.merges_page(db.session(), context["row"], query)
+    page = browse.merges_page(db.session(), context["row"], query).must_exist()
     return list_page_or_fragment(
         "tokenizers.merges",
         list_url_args(query, display),
@@ -211,7 +211,7 @@ def vocab(slug: str) -> ResponseReturnValue:
     display = list_display(request.args)
     if noisy_query(request.args) and not is_fragment_request():
         return redirect(url_for("tokenizers.vocab", slug=slug, **list_url_args(query, display)))
-    page = browse.vocab_page(db.session(), context["row"], query)
+    page = browse.vocab_page(db.session(), context["row"], query).must_exist()
     describer = describer_for(db.session(), context["row"])
     entries = []
     for r in page.rows:

@@ -150,6 +150,23 @@ class Page:
     def pages(self) -> int:
         return max(1, math.ceil(self.total / self.paging.per_page))
 
+    def must_exist(self) -> Page:
+        """This page, or a 404 for one past the last: "page 500 of 55" is not a page.
+
+        >>> Page([], total=110, paging=Paging(page=3, per_page=50)).must_exist().pages
+        3
+        >>> Page([], total=110, paging=Paging(page=4, per_page=50)).must_exist()
+        Traceback (most recent call last):
+        ...
+        webapp.refusals.UserError: There is no page 4 here: the list has 3 pages.
+        """
+        if self.paging.page > self.pages:
+            count = f"{self.pages:,} page{'s' if self.pages != 1 else ''}"
+            raise UserError(
+                f"There is no page {self.paging.page:,} here: the list has {count}.", status=404
+            )
+        return self
+
 
 def contains_bytes(session: Session, column: Any, needle: bytes) -> Any:
     """`needle in column` on binary data, byte-exact (LIKE is neither, for NUL or %)."""
