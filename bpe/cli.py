@@ -267,8 +267,8 @@ def run_info(args: argparse.Namespace) -> int:
         f"mode: {tok.mode}",
         f"pattern: {tok.pattern if tok.pattern is not None else '-'}",
         (
-            f"vocab size: {tok.vocab_size} ({tok.base_size} base, {len(tok.merges)} merges,"
-            f" {len(tok.special_tokens)} special)"
+            f"vocab size: {tok.vocab_size:,} ({tok.base_size:,} base, {len(tok.merges):,} merges,"
+            f" {len(tok.special_tokens):,} special)"
         ),
         "special tokens: "
         + (", ".join(f"{s!r}={i}" for s, i in tok.special_tokens.items()) or "-"),
@@ -278,12 +278,12 @@ def run_info(args: argparse.Namespace) -> int:
         final = t.tokens_after[-1] if t.tokens_after else t.initial_tokens
         lines.append(
             f"trained: {t.trainer} trainer, min frequency {t.min_frequency},"
-            f" {t.initial_tokens} -> {final} tokens on its corpus"
+            f" {t.initial_tokens:,} -> {final:,} tokens on its corpus"
         )
     lines.append(f"first {min(args.merges, len(tok.merges))} merges:")
     counts = tok.training.merge_counts if tok.training is not None else None
     for rank, (left, right, new) in enumerate(tok.merges[: args.merges]):
-        count = f"  count {counts[rank]}" if counts else ""
+        count = f"  count {counts[rank]:,}" if counts else ""
         lines.append(
             f"  {rank:>5}  {tok.id_to_token(left)!r} + {tok.id_to_token(right)!r}"
             f" -> {new} {tok.id_to_token(new)!r}{count}"
@@ -300,8 +300,9 @@ def run_import(args: argparse.Namespace) -> int:
     source = tok.source
     name = source.name if source is not None and source.name else Path(args.file).name
     print(
-        f"imported {name} ({tok.rule}): {tok.vocab_size} ids ({len(tok.ordinary_ids)} ordinary,"
-        f" {len(tok.special_tokens)} special), {len(tok.merges)} merges, ids 0..{tok.id_limit - 1}",
+        f"imported {name} ({tok.rule}): {tok.vocab_size:,} ids ({len(tok.ordinary_ids):,} ordinary,"
+        f" {len(tok.special_tokens):,} special), {len(tok.merges):,} merges,"
+        f" ids 0..{tok.id_limit - 1}",
         file=sys.stderr,
     )
     return 0
@@ -324,20 +325,20 @@ def run_eval(args: argparse.Namespace) -> int:
         return "-" if value is None else f"{value:.3f}"
 
     lines = [
-        f"text: {result.bytes} bytes, {result.characters} characters, {result.words} words",
-        f"tokens: {result.tokens}",
+        f"text: {result.bytes:,} bytes, {result.characters:,} characters, {result.words:,} words",
+        f"tokens: {result.tokens:,}",
         f"bytes per token: {ratio(result.bytes_per_token)}",
         f"characters per token: {ratio(result.chars_per_token)}",
         f"tokens per word: {ratio(result.tokens_per_word)}",
-        f"vocabulary used: {result.used} of {result.vocab_size} ({result.vocab_share:.1%})",
-        f"never used: {len(result.never_used)} tokens"
+        f"vocabulary used: {result.used:,} of {result.vocab_size:,} ({result.vocab_share:.1%})",
+        f"never used: {len(result.never_used):,} tokens"
         + (":" if result.never_used and args.show > 0 else ""),
     ]
     lines += [f"  {i:>7}  {shown(i)}" for i in result.never_used[: args.show]]
     if len(result.never_used) > args.show > 0:
-        lines.append(f"  ... and {len(result.never_used) - args.show} more (--json lists all)")
+        lines.append(f"  ... and {len(result.never_used) - args.show:,} more (--json lists all)")
     lines.append("longest tokens used:")
-    lines += [f"  {i:>7}  {shown(i)}  x{count}" for i, count in result.longest[: args.show]]
+    lines += [f"  {i:>7}  {shown(i)}  x{count:,}" for i, count in result.longest[: args.show]]
     lines.append(f"time: {result.seconds:.2f}s")
     print("\n".join(lines))
     return 0

@@ -253,3 +253,14 @@ def test_tiktoken_export_names_both_files_it_writes(tok_path, tmp_path):
     assert f"{tmp_path / 'tok.tiktoken'} (the ranks)" in result.stderr
     assert f"{tmp_path / 'tok.tiktoken.json'} (split pattern" in result.stderr
     assert (tmp_path / "tok.tiktoken.json").exists()
+
+
+def test_info_and_eval_write_numbers_as_train_does(tok_path, tmp_path):
+    """Thousands separators everywhere a person reads a count, as `bpe train` prints them."""
+    info = bpe_cli("info", "-t", str(tok_path)).stdout
+    assert "vocab size: 268 (256 base, 11 merges, 1 special)" in info
+    doc = tmp_path / "big.txt"
+    doc.write_text(TEXT * 100, encoding="utf-8")
+    figures = bpe_cli("eval", "-t", str(tok_path), str(doc)).stdout
+    assert f"text: {len(TEXT) * 100:,} bytes, {len(TEXT) * 100:,} characters" in figures
+    assert "4,300 bytes" in figures

@@ -245,6 +245,16 @@ def test_nul_characters_are_refused(app, client):
     assert_nothing_left(app)
 
 
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_bom_is_named_with_a_hint(app, client, codec):
+    response = upload_file(client, "Plain English text, saved as UTF-16.\n".encode(codec))
+    assert response.status_code == 422
+    name = codec.upper().replace("-LE", "LE").replace("-BE", "BE")
+    assert f"looks like {name} without a byte-order mark" in response.text
+    assert "binary file" not in response.text
+    assert_nothing_left(app)
+
+
 def test_no_file_and_no_text_is_422(app, client):
     response = client.post("/corpora", data={"name": "x"})
     assert response.status_code == 422

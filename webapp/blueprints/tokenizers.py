@@ -133,7 +133,8 @@ def _playground(
         replayed = replay_token(tok, text, at, allowed_special=specials, merge_limit=k)
         if replayed is None:
             raise UserError(
-                f"There is no token {at + 1:,} in this text: it has {len(ids):,} tokens.",
+                f"There is no token {at + 1:,} in this text: it has {len(ids):,}"
+                f" token{'s' if len(ids) != 1 else ''}.",
                 status=422,
             )
     return page_or_fragment(

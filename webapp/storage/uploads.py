@@ -186,6 +186,13 @@ def _normalize_into(stream: ByteReader, out: BinaryIO, *, limit: int) -> Normali
             raise UserError(_bad_bytes_message(encoding, offset, exc)) from None
         if "\x00" in text:
             offset = fed - pending + len(text[: text.index("\x00")].encode(encoding))
+            utf16 = _utf16_without_bom(chunk) if not bom else None
+            if utf16 is not None:
+                raise UserError(
+                    f"The file looks like {utf16} without a byte-order mark (every other byte"
+                    " is 0). Save it as UTF-8, or as UTF-16 with a byte-order mark, and upload"
+                    " it again."
+                )
             raise UserError(
                 f"The text contains a NUL character (near byte offset {offset}); this looks like"
                 " a binary file, not a text corpus."
@@ -232,6 +239,24 @@ def _read_at_least(stream: ByteReader, n: int) -> bytes:
             break
         data += piece
     return data
+
+
+def _utf16_without_bom(raw: bytes) -> str | None:
+    """UTF-16LE or BE if the bytes look like mostly-ASCII text in it: a NUL in every odd (LE)
+    or every even (BE) position of the first 64 bytes, and none in the others.
+
+    >>> _utf16_without_bom("hello world".encode("utf-16-le")), _utf16_without_bom(b"ab\\0\\0cd")
+    ('UTF-16LE', None)
+    """
+    sample = raw[:64] if len(raw) >= 64 else raw[: len(raw) // 2 * 2]
+    if len(sample) < 8:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    if odd.count(0) == len(odd) and even.count(0) == 0:
+        return "UTF-16LE"
+    if even.count(0) == len(even) and odd.count(0) == 0:
+        return "UTF-16BE"
+    return None
 
 
 def _bad_bytes_message(encoding: str, offset: int, exc: UnicodeDecodeError) -> str:
