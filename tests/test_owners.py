@@ -236,6 +236,21 @@ def test_first_upload_makes_an_owner_and_shows_the_owner_link_once(app, stranger
     assert not any(token in value for value in stored)
 
 
+def test_a_missed_owner_link_can_be_seen_again_in_the_owning_browser(app, stranger, raw_client):
+    assert "owns nothing here yet" in stranger.get("/owner").text  # no owner, no link
+    made = stranger.post("/corpora", data={"text": "a corpus", "name": "mine"})
+    first = _owner_link(stranger.get(made.headers["Location"]).text)  # the banner, once
+    again = stranger.get("/owner")
+    assert again.status_code == 200 and again.headers["Cache-Control"] == "no-store"
+    assert 'value="' + first + '"' in again.text and "1 corpus," in again.text
+    assert "Your owner link" in stranger.get("/").text  # reachable from every page
+    # Someone else, or a script with a bearer token, is never shown this browser's link.
+    token = first.split("#", 1)[1]
+    assert token not in raw_client.get("/owner").text
+    bearer = raw_client.get("/owner", headers={"Authorization": f"Bearer {token}"})
+    assert token not in bearer.text
+
+
 def test_an_owner_link_claims_ownership_on_a_second_browser(app, stranger, make_corpus):
     made = stranger.post("/corpora", data={"text": "corpus of the first device"})
     slug = made.headers["Location"].rsplit("/", 1)[-1]

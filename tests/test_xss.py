@@ -111,8 +111,8 @@ def render_everything(client, slug: str, tok: bpe.Tokenizer, text: str) -> None:
     link = post(f"/t/{slug}/share", {"text": text + SPECIAL}).headers["Location"]
     get(link)
     for rule in ("hex", "replace"):
-        for page in (1, 2):
-            get(f"/t/{slug}/vocab?per_page=200&page={page}&invalid={rule}")
+        for page in range(1, -(-tok.vocab_size // 200) + 1):  # every page there is
+            get(f"/t/{slug}/vocab?kind=all&per_page=200&page={page}&invalid={rule}")
         get(f"/t/{slug}/merges?per_page=200&invalid={rule}")
     get(f"/t/{slug}/vocab?q={text[2:8]}", headers={"HX-Request": "true"})
     get(f"/t/{slug}/merges?q={text[2:6]}", headers={"HX-Request": "true"})

@@ -1,5 +1,6 @@
 """The owner's own pages: claiming an owner link on another device, and tokens for API clients.
 
+- `GET /owner` shows this browser's owner link again, and what it owns;
 - `GET /owner/claim` shows the claim form; static/claim.js fills it from the link's #fragment.
 - `POST /owner/claim` (form, CSRF) makes this browser the owner of that token; when this
   browser owns something already, it first shows what would move to that owner, and a second
@@ -13,8 +14,16 @@ from flask import Blueprint, jsonify, redirect, render_template, request, url_fo
 from flask.typing import ResponseReturnValue
 
 from webapp.plumbing import owners
+from webapp.storage import db
 
 bp = Blueprint("owner", __name__)
+
+
+@bp.get("/owner")
+def link_page() -> ResponseReturnValue:
+    link = owners.browser_owner_link()
+    held = owners.holdings(db.session(), owners.current_owner_id()) if link else None
+    return render_template("owner/link.html", link=link, held=held)
 
 
 @bp.get("/owner/claim")

@@ -164,6 +164,17 @@ def owner_link(token: str) -> str:
     return external_url("owner.claim_page") + "#" + token
 
 
+def browser_owner_link() -> str | None:
+    """The owner link of the owner this browser's cookie proves, to show again on `/owner` to
+    someone who missed the banner; None for a stranger or a bearer-token client (a script has
+    its token already). Only a page of this site can read it: pages are no-store and framing
+    is refused (webapp/plumbing/security.py)."""
+    token, from_bearer = _presented_token()
+    if from_bearer or not token or current_owner_id() is None:
+        return None
+    return owner_link(token)
+
+
 def pop_owner_link() -> str | None:
     """The owner link to show once, on the first page after the owner was made."""
     token = session.pop(_SHOW_ONCE_KEY, None)
