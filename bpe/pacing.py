@@ -127,7 +127,10 @@ class Clock:
             return
         last = self.records[-1]
         pair = (last.left, last.right)
-        self.progress(Progress(len(self.records), self.target, pair, last.count, last.tokens_after))
+        learned = tuple((r.left, r.right, r.new_id) for r in self.records[self.reported :])
+        self.progress(
+            Progress(len(self.records), self.target, pair, last.count, last.tokens_after, learned)
+        )
         self.reported = len(self.records)
 
 

@@ -80,7 +80,8 @@ def train_reference(
         total = sum(len(ids) * weight for ids, weight in working)
         records.append(MergeRecord(pair[0], pair[1], new_id, count, total))
         if progress is not None:
-            progress(Progress(len(records), max_merges, pair, count, total))
+            learned = ((pair[0], pair[1], new_id),)
+            progress(Progress(len(records), max_merges, pair, count, total, learned))
     return records
 
 

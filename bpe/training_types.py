@@ -31,6 +31,9 @@ class Progress(NamedTuple):
     pair: tuple[int, int] | None  # the pair merged last, None before the first merge
     count: int  # type: ignore[assignment]  # that pair's count; shadows tuple.count, a public name
     total_tokens: int  # tokens in the training data after the last merge
+    # Every merge made since the previous report, oldest first, as (left, right, new id): a
+    # watcher can then name each token it sees, however many merges one report spans.
+    learned: tuple[tuple[int, int, int], ...] = ()
 
 
 ProgressFn = Callable[[Progress], None]

@@ -69,3 +69,57 @@ def test_a_real_training_run_gets_an_estimate_while_merging():
     bpe.train(text, vocab_size=400, mode="naive", progress=progress)
     assert [phase for phase, _ in seen][-1] == "merging"
     assert estimator.samples and estimator.samples[-1].merges == seen[-1][1]
+
+
+def test_the_last_merge_is_named_however_many_merges_a_report_spans():
+    """One report can span hundreds of merges (the efficient trainer reports every few ms); the
+    job page still draws both parts of the pair merged last as tokens, never as a bare id."""
+    import json
+
+    from tests.conftest import make_random_words
+    from webapp.jobs.settings import JobSettings
+    from webapp.jobs.task import train_job
+
+    updates = []
+    settings = JobSettings(mode="chunked", trainer="efficient", vocab_size=3000)
+    text = make_random_words(60_000)
+    tok = train_job(settings, text, report=updates.append, should_stop=lambda: False)
+    merging = [u for u in updates if u.phase == "merging"]
+    steps = [b.merges_done - a.merges_done for a, b in zip(merging, merging[1:], strict=False)]
+    assert max(steps) > 1  # some report did span several merges
+    for update in merging:
+        for token_id, hex_bytes in json.loads(update.pair):
+            assert hex_bytes is not None, (update.merges_done, token_id)
+            assert bytes.fromhex(hex_bytes) == tok.token_bytes(token_id)
+
+
+def test_a_naive_job_never_says_it_splits_text_into_chunks():
+    from webapp.jobs.settings import JobSettings
+    from webapp.jobs.task import train_job
+
+    phases = set()
+    for mode, expect_split in (("naive", False), ("chunked", True)):
+        updates = []
+        settings = JobSettings(mode=mode, trainer="efficient", vocab_size=300)
+        train_job(settings, "some text to split " * 200, report=updates.append, should_stop=bool)
+        phases = {u.phase for u in updates}
+        assert ("splitting" in phases) == expect_split, (mode, phases)
+
+
+def test_wall_time_runs_while_a_large_corpus_is_read(app, client, make_corpus):
+    """A running job's wall time counts from its start even before its first progress write."""
+    from datetime import timedelta
+
+    from webapp.storage.models import TrainingJob, utcnow
+
+    corpus = make_corpus("wall time text " * 20)
+    made = client.post(f"/c/{corpus.slug}/train", data={"mode": "chunked", "vocab_size": "270"})
+    job_id = int(made.headers["Location"].rsplit("/", 1)[1])
+    with app.extensions["bpe_db"].session_scope() as session:
+        job = session.get(TrainingJob, job_id)
+        job.status, job.phase, job.elapsed_seconds = "running", "reading", 0.0
+        job.started_at = utcnow() - timedelta(seconds=42)
+    answer = client.get(f"/api/corpora/{corpus.slug}/jobs/{job_id}").get_json()
+    assert 42 <= answer["wall_seconds"] < 100
+    page = client.get(f"/c/{corpus.slug}/jobs/{job_id}").text
+    assert "Wall time so far 4" in page and "reading the corpus" in page

@@ -97,7 +97,7 @@ def job_json(corpus: Corpus, job: TrainingJob) -> dict[str, Any]:
         "settings": job.settings_dict,
         "merges_done": job.merges_done,
         "merges_target": job.merges_target,
-        "wall_seconds": job.elapsed_seconds,
+        "wall_seconds": job.wall_seconds,
         "merging_seconds_left": job.estimate_seconds,
         "error": job.error,
         "tokenizer": None

@@ -261,7 +261,9 @@ class JobStore(JobRows):
         self.per_owner = per_owner  # jobs one owner may have queued or running (None: no limit)
 
     def _start_values(self) -> dict[str, Any]:
-        return {"merges_done": 0, "elapsed_seconds": 0.0}
+        # "reading" at once: the first report comes only after the corpus is read (seconds
+        # for a large one), and a running job with no phase says nothing at all.
+        return {"merges_done": 0, "elapsed_seconds": 0.0, "phase": "reading"}
 
     def _queue_order(self) -> tuple[Any, ...]:
         return (TrainingJob.id,)

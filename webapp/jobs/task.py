@@ -28,8 +28,9 @@ ESTIMATE_EVERY = 0.25  # seconds between two estimates (each looks at every samp
 
 class PairNamer:
     """The two parts of the pair merged last, as JSON `[[id, hex or null], [id, hex or null]]`
-    for the job page to draw as tokens. The bytes of a learned token are known when every
-    merge that made it was reported; an id learned between two reports stays an id."""
+    for the job page to draw as tokens. Every report lists the merges made since the one
+    before (`bpe.Progress.learned`), so every learned token's bytes are known; null remains
+    only for a trainer that does not list them."""
 
     def __init__(self, settings: JobSettings, text: str) -> None:
         if get_mode(settings.mode).uses_alphabet:  # characters (sorted) and </w>, as words
@@ -44,10 +45,14 @@ class PairNamer:
     def name(self, progress: bpe.Progress) -> str | None:
         if progress.pair is None:
             return None
+        known = self.known
+        for a, b, new_id in progress.learned:
+            if a in known and b in known:
+                known[new_id] = known[a] + known[b]
         left, right = progress.pair
-        parts = [self.known.get(left), self.known.get(right)]
-        if parts[0] is not None and parts[1] is not None:
-            self.known[self.base + progress.merges_done - 1] = parts[0] + parts[1]
+        parts = [known.get(left), known.get(right)]
+        if not progress.learned and parts[0] is not None and parts[1] is not None:
+            known[self.base + progress.merges_done - 1] = parts[0] + parts[1]
         return json.dumps(
             [
                 [i, p.hex() if p is not None else None]
@@ -66,6 +71,8 @@ def train_job(
     """Run bpe.train for a job's settings; `report` gets every progress step, with its phase
     and (while merging) the estimate of the time left."""
     namer = PairNamer(settings, text)
+    mode = get_mode(settings.mode)
+    splits = mode.uses_pattern or mode.uses_alphabet
     estimator = MergeEstimator()
     estimated_at = [float("-inf")]
     estimate: list[float | None] = [None]
@@ -74,6 +81,8 @@ def train_job(
         now = time.monotonic()
         estimator.observe(now, p.merges_done, p.merges_target, p.count, p.total_tokens)
         phase = phase_of(p.merges_done, p.merges_target, p.total_tokens)
+        if phase == "splitting" and not splits:
+            phase = "counting"  # naive mode splits nothing: its set-up reads the byte sequence
         if phase == "merging" and now - estimated_at[0] >= ESTIMATE_EVERY:
             estimated_at[0], estimate[0] = now, estimator.seconds_left()
         # A target of 0 means the text is still being split: the target is not known yet.

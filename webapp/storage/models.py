@@ -270,6 +270,15 @@ class TrainingJob(Base):
         return self.status in FINISHED_STATUSES
 
     @property
+    def wall_seconds(self) -> float:
+        """Seconds since the job started, for a running one: the stored figure is written with
+        progress, and reading a large corpus writes none, so the page would sit at 0 ms."""
+        stored = self.elapsed_seconds or 0.0
+        if self.status != "running" or self.started_at is None:
+            return stored
+        return max(stored, (utcnow() - self.started_at).total_seconds())
+
+    @property
     def percent(self) -> int:
         if not self.merges_target:
             return 100 if self.status == "succeeded" else 0
