@@ -12,4 +12,26 @@
       event.detail.isError = false;
     }
   });
+
+  // The compare page's "add a tokeniser" form and "remove" links take the text typed since the
+  // page loaded along (without JavaScript they carry the text the page was rendered with).
+  function typedText() {
+    var box = document.getElementById("compare-text");
+    return box ? box.value : null;
+  }
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var text = typedText();
+    if (!form.classList || !form.classList.contains("compare-add") || text === null) return;
+    var field = form.querySelector("input[name=text]");
+    if (field) field.value = text;
+  });
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest("a.remove-side");
+    var text = typedText();
+    if (!link || text === null) return;
+    var url = new URL(link.href, document.baseURI);
+    if (text) url.searchParams.set("text", text); else url.searchParams.delete("text");
+    link.href = url.toString();
+  });
 })();

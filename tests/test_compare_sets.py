@@ -109,6 +109,49 @@ def test_the_add_form_offers_any_tokeniser_those_of_the_same_corpus_first(
     assert three[0].slug not in offered
 
 
+@pytest.fixture
+def reference(app):
+    """A small imported tokeniser made one of the site's references, as import-references does."""
+    import bpe
+    from bpe.export_tiktoken import rank_file_text
+    from webapp.content.imports import import_upload
+    from webapp.storage.models import Tokenizer
+
+    tok = bpe.train(TEXT * 3, vocab_size=290, mode="chunked", trainer="reference")
+    database = app.extensions["bpe_db"]
+    raw = rank_file_text(tok).encode()
+    row = import_upload(database, raw, filename="tiny.tiktoken", pattern="cl100k")
+    with database.session_scope() as session:
+        session.get(Tokenizer, row.id).reference = "Tiny-Ref"
+    return row.slug
+
+
+def test_the_add_form_offers_the_references_by_name_to_everyone(client, stranger, three, reference):
+    for visitor in (client, stranger):
+        html = visitor.get(url(three[:2])).text
+        form = html[
+            html.index('class="compare-add"') : html.index("</form>", html.index("compare-add"))
+        ]
+        options = {
+            slug: label.strip()
+            for slug, label in re.findall(r'<option value="([^"]+)">([^<]*)', form)
+        }
+        assert re.fullmatch(r"Tiny-Ref · [0-9,]+ tokens · imported", options[reference]), options
+        assert "None" not in form
+    assert three[2].slug not in stranger.get(url(three[:2])).text  # not someone else's
+
+
+def test_adding_or_removing_a_tokeniser_keeps_the_typed_text(client, three):
+    typed = "keep this\r\nline"
+    added = client.get(url(three[:2], "/add"), query_string={"t": three[2].slug, "text": typed})
+    assert added.status_code == 303
+    page = client.get(added.headers["Location"]).text
+    assert ">keep this\nline</textarea>" in page  # the box, and its tokens, as typed
+    removed = re.search(r'class="remove-side" href="([^"]+)"', page).group(1).replace("&amp;", "&")
+    assert "text=keep" in removed
+    assert ">keep this\nline</textarea>" in client.get(removed).text
+
+
 # ----- the shared text: counts, cheapest, the diff ------------------------------------------------
 def test_every_tokeniser_encodes_the_text_and_the_cheapest_is_marked(client, three):
     text = "that cat sat at the mat"

@@ -343,7 +343,10 @@ def add(**slugs: str) -> ResponseReturnValue:
     compare_sets.load_set(db.session(), current)
     picked = request.args.get("link", "").strip() or request.args.get("t", "")
     addition = compare_sets.resolve_addition(db.session(), picked)
-    return redirect(compare_url("compare.show", [*current, addition]), code=303)
+    text = box_text(request.args)
+    check_playground_text(text)
+    kept = {"text": text} if text else {}
+    return redirect(compare_url("compare.show", [*current, addition], **kept), code=303)
 
 
 def _render(slugs: list[str], fragment: str, values: MultiDict[str, str]) -> Response:

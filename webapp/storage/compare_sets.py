@@ -66,22 +66,19 @@ def resolve_addition(session: Session, value: str) -> str:
 def candidates(
     session: Session, members: Sequence[Member], *, owner_id: int | None
 ) -> list[Tokenizer]:
-    """The visitor's own live tokenisers not in the set, those sharing a corpus with it first,
-    then the newest. Only their own: the page must not hand out links they were not given."""
-    if owner_id is None:
-        return []
+    """The visitor's own live tokenisers not in the set (those sharing a corpus with it first,
+    then the newest), then the site's reference tokenisers, which every visitor may open. Only
+    those: the page must not hand out links to anyone else's tokenisers."""
     in_set = [m.row.id for m in members]
     corpora = {m.row.corpus_id for m in members}
     shares_corpus = case((Tokenizer.corpus_id.in_(corpora), 0), else_=1)
+    is_reference = Tokenizer.reference.is_not(None)
+    visible = is_reference if owner_id is None else (Tokenizer.owner_id == owner_id) | is_reference
     return list(
         session.scalars(
             select(Tokenizer)
-            .where(
-                Tokenizer.id.not_in(in_set),
-                Tokenizer.deleted_at.is_(None),
-                Tokenizer.owner_id == owner_id,
-            )
-            .order_by(shares_corpus, Tokenizer.id.desc())
+            .where(Tokenizer.id.not_in(in_set), Tokenizer.deleted_at.is_(None), visible)
+            .order_by(case((is_reference, 1), else_=0), shares_corpus, Tokenizer.id.desc())
             .limit(CANDIDATE_LIMIT)
         )
     )
