@@ -70,11 +70,15 @@ def form_value_filter(text: str | None) -> Markup:
 
 
 def pattern_name_filter(pattern: str | None) -> Markup:
-    """A known split pattern by name (`gpt4`), any other regex in full, escapes visible."""
+    """A known split pattern by name (`gpt4`), any other regex in full, escapes visible.
+
+    >>> str(pattern_name_filter(" ?[a-z]+|[0-9]+"))
+    ' ?[a-z]+|[0-9]+'
+    """
     if not pattern:
         return Markup("")
-    name = pattern_name(pattern)
-    return Markup(visible_html(name)) if name else Markup(visible_html(pattern))
+    name = pattern_name(pattern)  # "custom" for any regex it does not know: show that regex
+    return Markup(visible_html(name if name not in (None, "custom") else pattern))
 
 
 def seconds_filter(value: float | None) -> str:
