@@ -115,7 +115,10 @@ def evaluate(
     counts = [0] * max(tok.id_limit, 1)
     for token_id in ids:
         counts[token_id] += 1
-    ordinary = tok.ordinary_ids
+    # An imported file may list a special token in its vocabulary too (HF's added tokens):
+    # it is still a special token, never "unused vocabulary".
+    special = set(tok.special_tokens.values())
+    ordinary = [i for i in tok.ordinary_ids if i not in special]
     never = [i for i in ordinary if counts[i] == 0]
     used_ids = [i for i in ordinary if counts[i]]
     vocab = tok.vocab

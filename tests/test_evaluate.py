@@ -39,8 +39,10 @@ def direct(tok: bpe.Tokenizer, texts: list[str]) -> dict:
     """The figures computed the plain way, from whole encodes."""
     ids = [i for text in texts for i in tok.encode(text)]
     joined = "".join(texts)
+    special = set(tok.special_tokens.values())  # words mode's <unk>, HF's added tokens
     ordinary = [i for i in range(tok.id_limit) if tok.has_id(i) and i in set(tok.ordinary_ids)]
-    used = set(ids) & set(ordinary)  # words mode's <unk> is a special token: not counted
+    ordinary = [i for i in ordinary if i not in special]
+    used = set(ids) & set(ordinary)
     return {
         "tokens": len(ids),
         "bytes_per_token": len(joined.encode()) / len(ids),
@@ -119,3 +121,34 @@ def test_cli_eval_prints_the_figures(tmp_path):
         timeout=120,
     )
     assert json.loads(as_json.stdout)["never_used"] == expected.never_used
+
+
+def test_a_special_token_an_imported_vocabulary_also_lists_is_not_unused_vocabulary():
+    """HF files list added tokens in the model's vocabulary too ("<|end|>" is spelled in the
+    byte-level alphabet): evaluate still counts it as special, not as a token never used."""
+    import json
+
+    from bpe.byte_level import byte_level_string
+    from bpe.import_hf import from_hf_json
+
+    vocab = {byte_level_string(bytes([b])): b for b in range(256)}
+    vocab[byte_level_string(b"ab")] = 256
+    vocab["<|end|>"] = 257
+    added = {"id": 257, "content": "<|end|>", "special": True, "single_word": False}
+    added |= {"lstrip": False, "rstrip": False, "normalized": False}
+    document = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [added],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": vocab, "merges": ["a b"], "ignore_merges": False},
+    }
+    tok = from_hf_json(json.dumps(document), filename="tiny.json")
+    assert 257 in tok.special_tokens.values()
+    figures = bpe.evaluate.evaluate(tok, ["ab ab"])
+    assert 257 not in figures.never_used and 256 not in figures.never_used
+    assert figures.vocab_size == 257  # the 256 bytes and "ab"
