@@ -1,6 +1,7 @@
 """Line breaks typed into a box, in a real Chromium, with and without JavaScript: a browser sends
 a form's line breaks as CRLF, the page must count the text as the person typed it, the same way
-both times (the server-side rule is tested in tests/test_line_breaks.py)."""
+both times (the server-side rule is tested in tests/test_line_breaks.py). Also the evaluate
+page's never-used tokens, which wrap as a grid."""
 
 from __future__ import annotations
 
@@ -82,3 +83,21 @@ def test_a_pasted_corpus_is_stored_as_typed(browser, site, javascript):
         corpus = session.scalars(select(Corpus).where(Corpus.name == name)).one()
         assert (corpus.size_bytes, corpus.text) == (29, TYPED)
     context.close()
+
+
+def test_never_used_tokens_wrap_as_a_grid(browser, trained):
+    """Hundreds of never-used tokens take a few rows, not one line each."""
+    from playwright.sync_api import expect
+
+    url, slug, tok = trained
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{url}/t/{slug}/evaluate")
+    page.fill("#evaluate-text", "z")  # a text that uses almost none of the vocabulary
+    page.click("form button[type=submit]")
+    expect(page.locator(".token-grid li").first).to_be_visible()
+    tops = page.eval_on_selector_all(
+        ".token-grid li", "items => items.map(el => Math.round(el.getBoundingClientRect().top))"
+    )
+    assert len(tops) > 30
+    assert len(set(tops)) * 4 < len(tops), (len(set(tops)), len(tops))
+    page.close()
