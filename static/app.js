@@ -13,6 +13,24 @@
     }
   });
 
+  // A token stream is one Tab stop (webapp/rendering/chips.py): the arrow keys, Home and End
+  // move between its chips, so the keyboard reaches what follows the tokens in one Tab.
+  var MOVES = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+  document.addEventListener("keydown", function (event) {
+    var list = event.target.closest && event.target.closest(".tokens[role=list]");
+    if (!list || event.altKey || event.ctrlKey || event.metaKey) return;
+    var chips = list.querySelectorAll(":scope > .tok");
+    if (!chips.length) return;
+    var at = Array.prototype.indexOf.call(chips, event.target);
+    var next;
+    if (event.key === "Home") next = 0;
+    else if (event.key === "End") next = chips.length - 1;
+    else if (event.key in MOVES) next = at < 0 ? 0 : at + MOVES[event.key];
+    else return;
+    event.preventDefault();
+    chips[Math.max(0, Math.min(chips.length - 1, next))].focus();
+  });
+
   // The compare page's "add a tokeniser" form and "remove" links take the text typed since the
   // page loaded along (without JavaScript they carry the text the page was rendered with).
   function typedText() {

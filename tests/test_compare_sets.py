@@ -40,7 +40,7 @@ def chips(row_html: str) -> list[tuple[str, str]]:
     """(class attribute, tooltip) of each token of a row's stream."""
     stream = row_html[row_html.index('class="tokens') :]
     return re.findall(
-        r'<span class="(tok [^"]*)" tabindex="0" role="listitem" data-tip="([^"]*)"', stream
+        r'<span class="(tok [^"]*)" tabindex="-1" role="listitem" data-tip="([^"]*)"', stream
     )
 
 

@@ -70,7 +70,7 @@ def chip(view: TokenView) -> Chip:
     body = _pieces_html(view)
     breaks = "<br>" * view.line_breaks
     tail = (
-        f'{classes}" tabindex="0" role="listitem" data-tip="{tip}" aria-label="{label}">'
+        f'{classes}" tabindex="-1" role="listitem" data-tip="{tip}" aria-label="{label}">'
         f"{body}</span>{breaks}"
     )
     return Chip(view.ids, classes, tip, label, body, breaks, tail)
@@ -114,7 +114,11 @@ def stream_html(
     inside (app.css); lines break only between tokens, `<wbr>` where the width runs out and
     `<br>` after a token that holds a newline. Chip n has colour n mod the palette. `kind` adds
     a class to the list (`diff-tokens`, `replay-tokens`); `marks` (one per chip) add classes
-    and notes to the tooltip and label of some chips."""
+    and notes to the tooltip and label of some chips.
+
+    The list is one Tab stop and its chips none (a 525-byte text made 389 of them, so nothing
+    after the tokens could be reached by keyboard): static/app.js moves between chips with the
+    arrow keys, Home and End."""
     heads = _HEADS
     size = PALETTE_SIZE
     if marks is None:
@@ -126,7 +130,7 @@ def stream_html(
         ]
     list_class = f"tokens {kind}" if kind else "tokens"
     return Markup(
-        f'<div class="{list_class}" role="list" aria-label="{escape(label)}">'
+        f'<div class="{list_class}" role="list" tabindex="0" aria-label="{escape(label)}">'
         + "<wbr>".join(parts)
         + "</div>"
     )
@@ -135,7 +139,7 @@ def stream_html(
 def _marked(c: Chip, mark: Mark) -> str:
     extra, tip_note, label_note = (str(escape(part)) for part in mark)
     return (
-        f'{c.classes}{extra}" tabindex="0" role="listitem" data-tip="{c.tip}{tip_note}"'
+        f'{c.classes}{extra}" tabindex="-1" role="listitem" data-tip="{c.tip}{tip_note}"'
         f' aria-label="{c.label}{label_note}">{c.body}</span>{c.breaks}'
     )
 
@@ -147,11 +151,11 @@ def id_stream_html(chips: Sequence[Chip], label: str = "Token ids") -> Markup:
     for n, c in enumerate(chips):
         head = _HEADS[n % PALETTE_SIZE]
         rest = (
-            f'{c.classes}" tabindex="0" role="listitem" data-tip="{c.tip}" aria-label="{c.label}">'
+            f'{c.classes}" tabindex="-1" role="listitem" data-tip="{c.tip}" aria-label="{c.label}">'
         )
         parts.extend(f"{head}{rest}{token_id}</span>" for token_id in c.ids)
     return Markup(
-        f'<div class="tokens tokens-ids" role="list" aria-label="{escape(label)}">'
+        f'<div class="tokens tokens-ids" role="list" tabindex="0" aria-label="{escape(label)}">'
         + " ".join(parts)
         + "</div>"
     )

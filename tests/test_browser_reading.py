@@ -1,7 +1,7 @@
-"""Line breaks typed into a box, in a real Chromium, with and without JavaScript: a browser sends
-a form's line breaks as CRLF, the page must count the text as the person typed it, the same way
-both times (the server-side rule is tested in tests/test_line_breaks.py). Also the evaluate
-page's never-used tokens, which wrap as a grid."""
+"""How a person reads and moves through the pages, in a real Chromium: line breaks typed into a
+box count as typed, with and without JavaScript (a browser sends a form's line breaks as CRLF;
+the server-side rule is tested in tests/test_line_breaks.py); never-used tokens wrap as a grid;
+a token stream is one Tab stop with the arrow keys inside it."""
 
 from __future__ import annotations
 
@@ -100,4 +100,29 @@ def test_never_used_tokens_wrap_as_a_grid(browser, trained):
     )
     assert len(tops) > 30
     assert len(set(tops)) * 4 < len(tops), (len(set(tops)), len(tops))
+    page.close()
+
+
+def test_a_token_stream_is_one_tab_stop_with_arrow_keys_inside(browser, trained):
+    from playwright.sync_api import expect
+
+    url, slug, tok = trained
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{url}/t/{slug}")
+    page.fill("#play-text", TYPED * 10)  # dozens of chips
+    stream = page.locator("#encoded .tokens[role=list]")
+    expect(stream.locator(".tok").nth(20)).to_be_visible()
+    page.locator("#play-text").blur()  # its change event encodes once more: let that land
+    page.wait_for_load_state("networkidle")
+    stream.focus()
+    page.keyboard.press("ArrowRight")
+    first = stream.locator(".tok").first
+    expect(first).to_be_focused()
+    page.keyboard.press("ArrowRight")
+    expect(stream.locator(".tok").nth(1)).to_be_focused()
+    page.keyboard.press("End")
+    expect(stream.locator(".tok").last).to_be_focused()
+    page.keyboard.press("Tab")  # one Tab leaves the whole stream
+    left = page.evaluate("document.activeElement.closest('.tokens') === null")
+    assert left
     page.close()
