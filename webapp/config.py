@@ -115,6 +115,15 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         float,
         "Seconds a training may take to stop after a cancel before it is terminated (default 1).",
     ),
+    "BPE_JOB_MAX_SECONDS": (
+        "JOBS_MAX_SECONDS",
+        float,
+        (
+            "Longest a job of any kind may run, in seconds (default 3600; 0 for no limit): one"
+            ' still running then is killed and ends `failed`, "Stopped: ran past the N s'
+            ' limit", which frees its worker for the next job.'
+        ),
+    ),
     "BPE_JOBS_NICE": (
         "JOBS_NICE",
         int,
@@ -174,6 +183,9 @@ def defaults(instance_path: str) -> dict[str, Any]:
         # A child that ignores the stop flag this long after a cancel is terminated.
         "JOBS_KILL_AFTER": 1.0,
         "JOBS_NICE": 10,
+        # A job's child killed after this long, whatever it does (a pattern that backtracks for
+        # hours would otherwise hold a worker for as long as its owner likes).
+        "JOBS_MAX_SECONDS": 3600.0,
         "JOB_BACKEND": "embedded",
         "CELERY_BROKER_URL": "",
         "JOB_QUEUE": "bpe-jobs",
@@ -235,5 +247,7 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("JOBS_PER_OWNER must be at least 1")
     if not 0 <= config["JOBS_NICE"] <= 19:
         raise ValueError("JOBS_NICE must be between 0 and 19")
+    if config["JOBS_MAX_SECONDS"] < 0:
+        raise ValueError("JOBS_MAX_SECONDS must be 0 (no limit) or more")
     if config["JOBS_MAX_QUEUED"] < 0:
         raise ValueError("JOBS_MAX_QUEUED must be 0 or more")
