@@ -136,8 +136,23 @@ def _retry_after(reset_at: float) -> int:
     return max(1, math.ceil(reset_at - time.time()))
 
 
+def spoken(limit: RateLimitItem) -> str:
+    """`10 per minute`, `100 per 2 hours`: a limit as the settings write it.
+
+    >>> from limits import parse
+    >>> spoken(parse("10/minute")), spoken(parse("100 per 2 hours"))
+    ('10 per minute', '100 per 2 hours')
+    """
+    unit = limit.GRANULARITY.name
+    if limit.multiples == 1:
+        return f"{limit.amount} per {unit}"
+    return f"{limit.amount} per {limit.multiples} {unit}s"
+
+
 def _refusal(noun: str, limit: RateLimitItem, retry_after: int) -> ResponseReturnValue:
-    message = f"Too many {noun} from your address: at most {limit}. Try again in {retry_after} s."
+    message = (
+        f"Too many {noun} from your address: at most {spoken(limit)}. Try again in {retry_after} s."
+    )
     body, status = error_response(429, message, title=TITLE, retry_after=retry_after)
     return body, status, {"Retry-After": str(retry_after)}
 
@@ -168,8 +183,9 @@ def charge_new_owner() -> None:
     except OwnersLimited:
         raise
     except Exception:
-        # The shared storage is down: an owner is still made rather than every first upload
-        # failing (the route limits fall back to memory meanwhile).
+        # The shared storage failed here first (the request's own limit, checked before any
+        # view, usually finds it down and moves every count to memory): an owner is still made
+        # rather than every first upload failing.
         log.warning("could not count a new owner against the rate limit", exc_info=True)
 
 
