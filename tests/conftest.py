@@ -80,6 +80,10 @@ SAMPLE_TEXT = (
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
 TEST_BROKER_URL = os.environ.get("TEST_BROKER_URL", "")
 JOB_BACKEND = os.environ.get("BPE_JOB_BACKEND") or "embedded"
+# The suite makes far more owners, uploads and jobs from 127.0.0.1 than any visitor may: rate
+# limits are off in every app it builds and every server it starts (the environment is
+# inherited), except where tests/test_rate_limits.py turns them on.
+os.environ.setdefault("BPE_RATELIMIT", "0")
 
 
 def need_broker() -> str:

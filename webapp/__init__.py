@@ -15,7 +15,7 @@ from flask import Flask
 
 from webapp import config, jobs
 from webapp.content import imports, sample
-from webapp.plumbing import errors, inputs, owners, security
+from webapp.plumbing import errors, inputs, owners, ratelimits, security
 from webapp.rendering import template_filters
 from webapp.storage import db, uploads
 
@@ -48,6 +48,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     errors.init_app(app)
     inputs.init_app(app)  # before the blueprints: it replaces the `int` URL converter
     security.init_app(app)
+    ratelimits.init_app(app)
     owners.init_app(app)
     template_filters.init_app(app)
     imports.init_app(app)
@@ -83,6 +84,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         sample_views,
     ):
         app.register_blueprint(view_module.bp)
+    ratelimits.limit_routes(app)
 
     # A process without the schema (AUTO_MIGRATE off, not upgraded yet) cannot run jobs yet.
     schema_ready = db.current_revision(app.extensions["bpe_db"]) is not None

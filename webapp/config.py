@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from limits import parse_many
+
 MB = 1000 * 1000  # decimal, as every size the pages show (webapp.refusals.human_bytes)
 
 # env var -> (config key, parser, what it means)
@@ -115,6 +117,15 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         float,
         "Seconds a training may take to stop after a cancel before it is terminated (default 1).",
     ),
+    "BPE_JOB_MAX_SECONDS": (
+        "JOBS_MAX_SECONDS",
+        float,
+        (
+            "Longest a job of any kind may run, in seconds (default 3600; 0 for no limit): one"
+            ' still running then is killed and ends `failed`, "Stopped: ran past the N s'
+            ' limit", which frees its worker for the next job.'
+        ),
+    ),
     "BPE_JOBS_NICE": (
         "JOBS_NICE",
         int,
@@ -134,9 +145,67 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         "Largest pasted text a tokeniser page evaluates in the request, in bytes (default"
         " 1000000); more answers 413 (upload it as a corpus and evaluate that instead).",
     ),
+    "BPE_RATELIMIT": (
+        "RATELIMIT_ENABLED",
+        lambda v: _flag(v),
+        "Rate limits per client address (default on; `0` turns every limit below off).",
+    ),
+    "BPE_RATELIMIT_STORAGE_URL": (
+        "RATELIMIT_STORAGE_URI",
+        str,
+        "Where the rate limits count: `memory://` (default; each web process its own counts)"
+        " or `redis://host:6379/1`, shared by every process and machine of the site.",
+    ),
+    "BPE_RATELIMIT_REQUESTS": (
+        "RATELIMIT_APPLICATION",
+        lambda v: _rate(v),
+        "Requests of any kind one client may make, static files aside (default"
+        " `600 per minute`): pages, fragments, the encode API.",
+    ),
+    "BPE_RATELIMIT_OWNERS": (
+        "RATELIMIT_OWNERS",
+        lambda v: _rate(v),
+        "New owners one client may make (default `10 per minute; 100 per day`): a first"
+        " upload, job or share without an owner token, or POST /api/owners.",
+    ),
+    "BPE_RATELIMIT_UPLOADS": (
+        "RATELIMIT_UPLOADS",
+        lambda v: _rate(v),
+        "Corpus uploads one client may make, page and API (default `10 per minute; 100 per hour`).",
+    ),
+    "BPE_RATELIMIT_JOBS": (
+        "RATELIMIT_JOBS",
+        lambda v: _rate(v),
+        "Training jobs one client may start: train, re-run, a naive/chunked pair, the sample"
+        " (default `10 per minute; 60 per hour`).",
+    ),
+    "BPE_RATELIMIT_IMPORTS": (
+        "RATELIMIT_IMPORTS",
+        lambda v: _rate(v),
+        "Tokeniser imports one client may make (default `10 per minute; 60 per hour`).",
+    ),
+    "BPE_RATELIMIT_EVALUATIONS": (
+        "RATELIMIT_EVALUATIONS",
+        lambda v: _rate(v),
+        "Evaluations one client may ask for, of a corpus or of pasted text (default"
+        " `20 per minute; 200 per hour`).",
+    ),
+    "BPE_RATELIMIT_WRITES": (
+        "RATELIMIT_WRITES",
+        lambda v: _rate(v),
+        "Other changes one client may make: renames, deletes, shares, cancels, claims, the"
+        " JSON API's PATCH and DELETE (default `60 per minute`).",
+    ),
+    "FORWARDED_ALLOW_IPS": (
+        "FORWARDED_ALLOW_IPS",
+        lambda v: [p.strip() for p in v.split(",") if p.strip()],
+        "Proxies trusted for X-Forwarded-Proto and -For (gunicorn's own variable, which the app"
+        " reads too): comma-separated addresses or networks, `*` any; default none. Rate limits"
+        " count the address such a proxy saw instead of the proxy's.",
+    ),
     "BPE_AUTO_MIGRATE": (
         "AUTO_MIGRATE",
-        lambda v: v.strip().lower() not in ("0", "false", "no", "off", ""),
+        lambda v: _flag(v),
         "Upgrade the database to the latest migration at start-up (default on).",
     ),
 }
@@ -145,6 +214,27 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
 # Old names still read: old name -> the setting's name now (env vars, then config keys).
 ENV_ALIASES = {"BPE_JOBS_MODE": "BPE_JOBS_EXECUTION"}
 KEY_ALIASES = {"JOBS_MODE": "JOBS_EXECUTION"}
+
+
+def _flag(value: str) -> bool:
+    return value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def _rate(value: str) -> str:
+    """A rate limit as Flask-Limiter reads it (`10 per minute; 100 per hour`), checked."""
+    parse_many(value)  # ValueError when it is not one
+    return value.strip()
+
+
+RATE_KEYS = (
+    "RATELIMIT_APPLICATION",
+    "RATELIMIT_OWNERS",
+    "RATELIMIT_UPLOADS",
+    "RATELIMIT_JOBS",
+    "RATELIMIT_IMPORTS",
+    "RATELIMIT_EVALUATIONS",
+    "RATELIMIT_WRITES",
+)
 
 
 def _public_url(value: str) -> str:
@@ -174,6 +264,9 @@ def defaults(instance_path: str) -> dict[str, Any]:
         # A child that ignores the stop flag this long after a cancel is terminated.
         "JOBS_KILL_AFTER": 1.0,
         "JOBS_NICE": 10,
+        # A job's child killed after this long, whatever it does (a pattern that backtracks for
+        # hours would otherwise hold a worker for as long as its owner likes).
+        "JOBS_MAX_SECONDS": 3600.0,
         "JOB_BACKEND": "embedded",
         "CELERY_BROKER_URL": "",
         "JOB_QUEUE": "bpe-jobs",
@@ -185,6 +278,18 @@ def defaults(instance_path: str) -> dict[str, Any]:
         # Pasted text is evaluated inside the request, so its size bounds the request's time.
         "EVALUATE_MAX_BYTES": 1_000_000,
         "SQLITE_BUSY_TIMEOUT": 30.0,
+        # Flask-Limiter's own keys where it has one (webapp/plumbing/ratelimits.py).
+        "RATELIMIT_ENABLED": True,
+        "RATELIMIT_STORAGE_URI": "memory://",
+        "RATELIMIT_KEY_PREFIX": "bpe",  # a Redis shared with the broker keeps them apart
+        "RATELIMIT_APPLICATION": "600 per minute",
+        "RATELIMIT_OWNERS": "10 per minute; 100 per day",
+        "RATELIMIT_UPLOADS": "10 per minute; 100 per hour",
+        "RATELIMIT_JOBS": "10 per minute; 60 per hour",
+        "RATELIMIT_IMPORTS": "10 per minute; 60 per hour",
+        "RATELIMIT_EVALUATIONS": "20 per minute; 200 per hour",
+        "RATELIMIT_WRITES": "60 per minute",
+        "FORWARDED_ALLOW_IPS": [],
     }
 
 
@@ -235,5 +340,15 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("JOBS_PER_OWNER must be at least 1")
     if not 0 <= config["JOBS_NICE"] <= 19:
         raise ValueError("JOBS_NICE must be between 0 and 19")
+    for key in RATE_KEYS:
+        try:
+            _rate(config[key])
+        except ValueError:
+            raise ValueError(
+                f"{key} must be a rate limit such as '10 per minute; 100 per hour',"
+                f" not {config[key]!r}"
+            ) from None
+    if config["JOBS_MAX_SECONDS"] < 0:
+        raise ValueError("JOBS_MAX_SECONDS must be 0 (no limit) or more")
     if config["JOBS_MAX_QUEUED"] < 0:
         raise ValueError("JOBS_MAX_QUEUED must be 0 or more")

@@ -77,6 +77,7 @@ def init_app(app: Flask, *, run_jobs: bool = False) -> JobBackend:
         "progress_interval": app.config["JOBS_PROGRESS_INTERVAL"],
         "kill_after": app.config["JOBS_KILL_AFTER"],
         "niceness": app.config["JOBS_NICE"],
+        "max_seconds": app.config["JOBS_MAX_SECONDS"] or None,  # 0: no limit
     }
     backend = (
         _celery_backend(app, options)

@@ -39,6 +39,7 @@ class JobBackend:
         progress_interval: float = 0.25,
         kill_after: float = 1.0,
         niceness: int = 0,
+        max_seconds: float | None = None,
     ) -> None:
         if execution not in EXECUTIONS:
             raise ValueError(f"execution must be one of {', '.join(EXECUTIONS)}, not {execution!r}")
@@ -57,6 +58,7 @@ class JobBackend:
                 interval=progress_interval / 2,
                 kill_after=kill_after,
                 niceness=niceness,
+                max_seconds=max_seconds,
             )
             for name, kind in self.kinds.items()
         }

@@ -115,6 +115,7 @@ class CeleryBackend(JobBackend):
         progress_interval: float = 0.25,
         kill_after: float = 1.0,
         niceness: int = 0,
+        max_seconds: float | None = None,
         stale_after: float = 30.0,
         sweep_interval: float = 5.0,
     ) -> None:
@@ -126,6 +127,7 @@ class CeleryBackend(JobBackend):
             progress_interval=progress_interval,
             kill_after=kill_after,
             niceness=niceness,
+            max_seconds=max_seconds,
         )
         self.celery = celery
         self.stale_after = stale_after

@@ -79,6 +79,7 @@ class EmbeddedRunner(JobBackend):
         progress_interval: float = 0.25,
         kill_after: float = 1.0,
         niceness: int = 0,
+        max_seconds: float | None = None,
     ) -> None:
         super().__init__(
             database,
@@ -88,6 +89,7 @@ class EmbeddedRunner(JobBackend):
             progress_interval=progress_interval,
             kill_after=kill_after,
             niceness=niceness,
+            max_seconds=max_seconds,
         )
         self._lock = RunnerLock(lock_path) if lock_path is not None else None
         self._wake = threading.Event()

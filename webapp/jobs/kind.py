@@ -9,7 +9,8 @@ one Celery task: `celery_backend.py`) is written once. A kind says only what is 
 - `run(rows, job_id, ...)`, the task: read what the job needs from the database, work with a
   heartbeat and a stop check, record the outcome. It runs in a child process (embedded runner or
   Celery worker), or in the caller's thread in the test executions;
-- a few words for its rows: the child's process name, what a dead child or a shut-down leaves.
+- a few words for its rows: the child's process name, what a dead child, a shut-down or a job
+  stopped at the time limit (BPE_JOB_MAX_SECONDS) leaves.
 
 A kind is a module-level object of an importable module: the child process and the Celery
 worker get it by pickling (by reference). The app's registry holds the built-in kinds plus the
@@ -78,6 +79,13 @@ class JobKind:
     def died(self, exitcode: int | None) -> tuple[JobStatus, str]:
         """What a child that died without recording anything leaves on the row."""
         return JobStatus.FAILED, f"The {self.noun} process died (exit code {exitcode})."
+
+    def overran(self, limit: float) -> tuple[JobStatus, str]:
+        """What a job stopped for running past BPE_JOB_MAX_SECONDS leaves on the row."""
+        return JobStatus.FAILED, (
+            f"Stopped: ran past the {limit:g} s limit on how long a {self.noun} may run."
+            " Try a smaller input, or ask the site's operator to raise the limit."
+        )
 
     def unsent(self, rows: JobRows, job_id: int) -> None:
         """The broker could not take the job: the row must not wait for a worker forever."""

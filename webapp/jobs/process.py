@@ -4,8 +4,9 @@ runner (one thread supervising its children) and the Celery task (one child per 
 Pure-Python training and encoding hold the GIL for seconds at a time, so a job never runs in a
 process that also answers requests or talks to a broker. The child does the whole task (the
 kind's `run`, e.g. webapp/jobs/task.py: it reads its input, writes progress and the result
-itself); its supervisor only passes a stop on, terminates a child that does not stop in time,
-and records a child that died without recording anything. Whoever starts a child stops it,
+itself); its supervisor only passes a stop on, terminates a child that does not stop in time
+or runs past the wall-time limit (BPE_JOB_MAX_SECONDS), and records a child that died without
+recording anything. Whoever starts a child stops it,
 and a child whose supervisor is gone (killed with -9) notices at its next stop check and leaves
 quietly, marking the job `interrupted`.
 
@@ -110,12 +111,14 @@ class Supervisor:
         kill_after: float,
         niceness: int = 0,
         kind: JobKind = TRAINING,
+        max_seconds: float | None = None,
     ) -> None:
         self.store = store  # the kind's rows (`kind.make_rows`)
         self.kind = kind
         self.interval = interval
         self.kill_after = kill_after
         self.niceness = niceness
+        self.max_seconds = max_seconds  # a child running longer is killed (None: no limit)
 
     def spawn(self, job_id: int) -> JobChild:
         receiver, sender = _CONTEXT.Pipe(duplex=False)
@@ -146,6 +149,14 @@ class Supervisor:
             if child.cancel_sent is not None and now - child.cancel_sent > self.kill_after:
                 self._kill(child)  # it did not reach a stop check in time
                 self.store.finish(child.job_id, JobStatus.CANCELLED, elapsed=self._age(child))
+                return True
+            if self.max_seconds is not None and now - child.started > self.max_seconds:
+                # Killed, not asked: a job stuck inside one regex match or one long merge never
+                # reaches its stop check, and the slot it holds is what the limit is for. Its
+                # result cannot slip in after: `finish` and storing a result both want `running`.
+                self._kill(child)
+                status, error = self.kind.overran(self.max_seconds)
+                self.store.finish(child.job_id, status, error=error, elapsed=self._age(child))
                 return True
             return False
         child.process.join(2)

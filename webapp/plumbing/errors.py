@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Flask, current_app, jsonify, render_template, request
 from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import DBAPIError
@@ -28,11 +30,18 @@ def wants_json() -> bool:
     return request.path.startswith("/api/") or request.accept_mimetypes.best == "application/json"
 
 
-def error_response(status: int, message: str) -> ResponseReturnValue:
+def error_response(
+    status: int, message: str, *, title: str | None = None, retry_after: int | None = None
+) -> tuple[Any, int]:
+    """The refusal as a page, or as JSON under /api/ (`retry_after` added when given)."""
     if wants_json():
-        return jsonify(error=message, status=status), status
+        extra = {} if retry_after is None else {"retry_after": retry_after}
+        return jsonify(error=message, status=status, **extra), status
     html = render_template(
-        "errors/error.html", status=status, title=TITLES.get(status, "Error"), message=message
+        "errors/error.html",
+        status=status,
+        title=title or TITLES.get(status, "Error"),
+        message=message,
     )
     return html, status
 

@@ -28,6 +28,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 from werkzeug.wrappers import Response
 
+from webapp.plumbing.ratelimits import charge_new_owner
 from webapp.plumbing.security import (
     Forbidden,
     bearer_token,
@@ -147,6 +148,7 @@ def owner_id_for_write() -> int:
             "This bearer token is not an owner token of this site. Leave the Authorization"
             " header out to be given a new token, or check for a typo."
         )
+    charge_new_owner()  # owners cost nothing else, so each client may make only so many
     owner_id, token = create_owner()
     g.owner_id = owner_id
     g.new_owner_token = token
