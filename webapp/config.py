@@ -53,6 +53,12 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         str,
         "Folder where uploads wait while they are checked (default instance/uploads-tmp).",
     ),
+    "BPE_MODEL_CACHE_DIR": (
+        "MODEL_CACHE_DIR",
+        str,
+        "Folder where `flask fetch-models` keeps the tarballs it downloaded (default"
+        " instance/model-cache).",
+    ),
     "BPE_MAX_IMPORT_MB": (
         "MAX_IMPORT_BYTES",
         lambda v: int(float(v) * MB),
@@ -165,6 +171,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "MAX_PASTE_BYTES": 16 * MB,
         "MAX_IMPORT_BYTES": 64 * MB,
         "UPLOAD_TMP_DIR": os.path.join(instance_path, "uploads-tmp"),
+        "MODEL_CACHE_DIR": os.path.join(instance_path, "model-cache"),
         "JOBS_MAX_RUNNING": 1,
         "JOBS_MAX_QUEUED": 8,
         "JOBS_EXECUTION": "thread",
