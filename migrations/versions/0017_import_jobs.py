@@ -33,9 +33,7 @@ def upgrade() -> None:
         sa.Column("pattern", sa.Text),
         sa.Column("data", sa.LargeBinary),
         sa.Column("sidecar", sa.LargeBinary),
-        sa.Column(
-            "tokenizer_id", sa.Integer, sa.ForeignKey("tokenizers.id", ondelete="SET NULL")
-        ),
+        sa.Column("tokenizer_id", sa.Integer, sa.ForeignKey("tokenizers.id", ondelete="SET NULL")),
         sqlite_autoincrement=True,  # ids are in URLs (0016)
     )
 

@@ -77,7 +77,7 @@ def cancel(job_id: int) -> ResponseReturnValue:
     job = _own_job_or_404(job_id)
     get_imports().request_cancel(job.id)
     if request.headers.get("HX-Request"):
-        return render_template("imports/_status.html", job=_own_job_or_404(job_id), phases=PHASES)
+        return render_template("imports/_status.html", job=_fresh_job(job_id), phases=PHASES)
     return redirect(url_for("imports.show", job_id=job.id), code=303)
 
 
@@ -86,7 +86,7 @@ def import_api() -> ResponseReturnValue:
     upload = _read_request()
     if len(upload["raw"]) > current_app.config["API_SYNC_IMPORT_BYTES"]:
         job_id = get_imports().submit(**upload, owner_id=owners.owner_id_for_write())
-        body = import_job_json(_own_job_or_404(job_id))
+        body = import_job_json(_fresh_job(job_id))
         _hand_out_token(body)
         return jsonify(body), 202, {"Location": body["api_url"]}
     try:
@@ -120,6 +120,16 @@ def _own_job_or_404(job_id: int) -> ImportJob:
     # An import job is its importer's alone: its file name is theirs to show.
     job = get_import_job(db.session(), job_id)
     if job is None or not owners.owns(job):
+        abort(404)
+    return job
+
+
+def _fresh_job(job_id: int) -> ImportJob:
+    """The job as it is after this request's own write through another session (the request
+    session's snapshot may predate it)."""
+    with db.get_db().read_scope() as session:
+        job = get_import_job(session, job_id)
+    if job is None:
         abort(404)
     return job
 
