@@ -12,11 +12,16 @@ Each round, in turn:
 
 Wall-clock seconds, CPU seconds of this process beside them (the machine may be shared), the
 load average before and after. Best and median of the rounds.
+
+First, once: a rank file whose one long token (16 kB, then 32 kB of `a`, with `aa` ranked) is
+imported; the time grew with the square of the token's length before derive_merges split long
+tokens with the heap (tests/test_import_linear.py counts the work).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import statistics
@@ -28,8 +33,6 @@ from _common import ROOT, bench_app
 from tiktoken.load import load_tiktoken_bpe
 
 from bpe.importers import import_bytes
-from webapp.jobs.imports import IMPORT
-from webapp.storage.models import ImportJob
 
 
 def timed(fn):
@@ -46,12 +49,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=Path, default=ROOT / "reference-tokenizers")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--long-only", action="store_true", help="only the long-token files (runs on old code)"
+    )
     args = parser.parse_args()
     path = args.refs / "o200k_base.tiktoken"
     raw = path.read_bytes()
     sidecar = (args.refs / "o200k_base.tiktoken.json").read_bytes()
     meta = json.loads(sidecar)
     print(f"load average at start: {load()}")
+    for length in (16384, 32768):
+        table = {bytes([b]): b for b in range(256)} | {b"aa": 256, b"a" * length: 257}
+        lines = "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in table.items())
+        _, wall, cpu = timed(
+            lambda text=lines: import_bytes(text.encode(), filename="long.tiktoken", pattern="gpt2")
+        )
+        print(f"a rank file with one {length // 1024} kB token: {wall:.3f} s ({cpu:.3f} s CPU)")
+    if args.long_only:
+        return
+    # Here, not at the top: --long-only also runs on checkouts from before import jobs.
+    from webapp.jobs.imports import IMPORT
+    from webapp.storage.models import ImportJob
+
     results: dict[str, list[tuple[float, float]]] = {"read": [], "job": [], "tiktoken": []}
     for k in range(args.runs):
         _, wall, cpu = timed(
