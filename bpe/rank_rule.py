@@ -132,6 +132,14 @@ def derive_merges(ranks: Mapping[bytes, int]) -> tuple[list[tuple[int, int, int]
         if n == 2:
             merges.append((ranks[token[:1]], ranks[token[1:]], rank))
             continue
+        if n >= _HEAP_THRESHOLD:
+            # The scan below is quadratic in a token's length: one token of 16 kB took seconds.
+            parts = _split_with_heap(token, ranks, rank)
+            if len(parts) == 2:
+                merges.append((ranks[parts[0]], ranks[parts[1]], rank))
+            else:
+                orphans.append(rank)
+            continue
         # `_split_by_scanning` inlined, with the bound: this runs once per token (200k for
         # o200k_base) and the call and list overheads were most of an import's time.
         bounds = list(range(n + 1))

@@ -1,5 +1,6 @@
 """In a real headless Chromium: import GPT-4's tokeniser (cl100k_base) through the home page's
-form, type in its playground and see GPT-4's own ids, open its token page and compare it.
+form, follow the import's job page to it, type in its playground and see GPT-4's own ids, open
+its token page and compare it.
 
 Drives Debian's /usr/bin/chromium through Playwright, like tests/test_browser_e2e.py; needs the
 reference tokenisers (tests/reference_files.py).
@@ -30,8 +31,15 @@ def test_import_cl100k_and_type_in_its_playground(browser, live_app):
         page.set_input_files("#import-file", str(refs / "cl100k_base.tiktoken"))
         page.set_input_files("#import-sidecar", str(refs / "cl100k_base.tiktoken.json"))
         page.set_default_timeout(240_000)  # importing 100k tokens on a loaded machine
-        with page.expect_navigation(timeout=240_000):
+        with page.expect_navigation(timeout=60_000):
             page.click("form.import-form button[type=submit]", no_wait_after=True)
+        # The form answers at once with the import's page, which follows the job (htmx polls
+        # its status) until it links the tokeniser.
+        assert "/imports/" in page.url
+        assert "cl100k_base.tiktoken" in page.inner_text("#job-title")
+        page.wait_for_selector('.job-status[data-status="succeeded"] .imported a', timeout=240_000)
+        with page.expect_navigation():
+            page.click(".job-status .imported a")
         assert "/t/" in page.url
         assert "cl100k_base" in page.inner_text("#tokenizer-title")
         page.fill("#play-text", "hello world")

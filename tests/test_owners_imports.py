@@ -44,6 +44,16 @@ def api_import(client, headers: dict | None = None):
     )
 
 
+def imported_slug(browser, made) -> str:
+    """The form answers with the import's job page; the tokeniser is what the job made."""
+    assert made.status_code == 303 and "/imports/" in made.headers["Location"]
+    job = browser.get(
+        "/api" + made.headers["Location"][made.headers["Location"].index("/imports/") :]
+    )
+    assert job.status_code == 200 and job.get_json()["status"] == "succeeded", job.get_data()
+    return job.get_json()["tokenizer"]["slug"]
+
+
 def tokenizer_row(app, slug: str) -> Tokenizer:
     with app.extensions["bpe_db"].read_scope() as session:
         row = session.scalar(select(Tokenizer).where(Tokenizer.slug == slug))
@@ -71,13 +81,16 @@ def reference(app):
 # ----- imports -----------------------------------------------------------------------------------
 def test_an_import_belongs_to_the_importer(app, client, owner, make_owner):
     made = import_form(client)
-    assert made.status_code == 303
-    slug = made.headers["Location"].rsplit("/", 1)[-1]
+    slug = imported_slug(client, made)
     assert tokenizer_row(app, slug).owner_id == owner.id
     page = client.get(f"/t/{slug}").get_data(as_text=True)
     assert f'action="/t/{slug}/rename"' in page  # the owner's tools are shown
 
     other = make_owner().client()
+    job_url = made.headers["Location"]
+    assert client.get(job_url).status_code == 200
+    assert other.get(job_url).status_code == 404  # the job page is the importer's alone
+    assert other.post(job_url + "/cancel").status_code == 404
     assert f'action="/t/{slug}/rename"' not in other.get(f"/t/{slug}").get_data(as_text=True)
     before = snapshot(app)
     assert other.post(f"/t/{slug}/rename", data={"name": "taken"}).status_code == 403
@@ -93,22 +106,42 @@ def test_a_first_import_makes_an_owner_and_shows_the_link_once(app, stranger):
     made = import_form(stranger)
     assert made.status_code == 303 and "bpe_owner=" in made.headers["Set-Cookie"]
     assert count(app, Owner) == owners_before + 1
-    slug = made.headers["Location"].rsplit("/", 1)[-1]
-    first = stranger.get(f"/t/{slug}").get_data(as_text=True)
+    first = stranger.get(made.headers["Location"]).get_data(as_text=True)  # the job's page
     assert "/owner/claim#" in first
+    slug = imported_slug(stranger, made)
     assert "/owner/claim#" not in stranger.get(f"/t/{slug}").get_data(as_text=True)
     assert stranger.post(f"/t/{slug}/rename", data={"name": "ok"}).status_code == 303
 
 
-def test_a_refused_import_makes_no_owner(app, stranger):
+def test_a_refused_import_makes_no_owner(app, stranger, raw_client):
+    """Refused in the request (an empty file on the form; any refusal of the API's in-request
+    import): nobody becomes an owner. A file only reading can refuse is the form's job's to
+    refuse: the job, and so its owner, exist by then (its page says why)."""
     owners_before = count(app, Owner)
     refused = stranger.post(
+        "/import",
+        data={"file": (io.BytesIO(b""), "x.tiktoken"), "pattern": "gpt2"},
+        content_type="multipart/form-data",
+    )
+    assert refused.status_code == 400
+    assert count(app, Owner) == owners_before and "bpe_owner=" not in str(refused.headers)
+    api = raw_client.post(
+        "/api/tokenizers/import",
+        data={"file": (io.BytesIO(b"not a rank file"), "x.tiktoken"), "pattern": "gpt2"},
+        content_type="multipart/form-data",
+    )
+    assert api.status_code == 422
+    assert count(app, Owner) == owners_before and "bpe_owner=" not in str(api.headers)
+
+    queued = stranger.post(
         "/import",
         data={"file": (io.BytesIO(b"not a rank file"), "x.tiktoken"), "pattern": "gpt2"},
         content_type="multipart/form-data",
     )
-    assert refused.status_code == 422
-    assert count(app, Owner) == owners_before and "bpe_owner=" not in str(refused.headers)
+    assert queued.status_code == 303 and count(app, Owner) == owners_before + 1
+    page = stranger.get(queued.headers["Location"]).get_data(as_text=True)
+    assert 'data-status="failed"' in page and "expected &#x27;base64-token rank&#x27;" in page
+    assert count(app, Tokenizer) == 0
 
 
 def test_api_import_hands_out_the_owner_token_once(app, raw_client, owner):

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Flask
 
 from webapp import config, jobs
-from webapp.content import imports, sample
+from webapp.content import fetch_models, imports, sample
 from webapp.plumbing import errors, inputs, owners, ratelimits, security
 from webapp.rendering import template_filters
 from webapp.storage import db, uploads
@@ -52,6 +52,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     owners.init_app(app)
     template_filters.init_app(app)
     imports.init_app(app)
+    fetch_models.init_app(app)
     sample.init_app(app)
 
     from webapp.blueprints import (

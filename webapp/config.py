@@ -55,6 +55,18 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         str,
         "Folder where uploads wait while they are checked (default instance/uploads-tmp).",
     ),
+    "BPE_API_SYNC_IMPORT_MB": (
+        "API_SYNC_IMPORT_BYTES",
+        lambda v: int(float(v) * MB),
+        "Largest file the JSON API imports within the request, in MB (default 2); a larger one"
+        " is queued as a job (202) like the form's.",
+    ),
+    "BPE_MODEL_CACHE_DIR": (
+        "MODEL_CACHE_DIR",
+        str,
+        "Folder where `flask fetch-models` keeps the tarballs it downloaded (default"
+        " instance/model-cache).",
+    ),
     "BPE_MAX_IMPORT_MB": (
         "MAX_IMPORT_BYTES",
         lambda v: int(float(v) * MB),
@@ -254,7 +266,9 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "MAX_UPLOAD_BYTES": 200 * MB,
         "MAX_PASTE_BYTES": 16 * MB,
         "MAX_IMPORT_BYTES": 64 * MB,
+        "API_SYNC_IMPORT_BYTES": 2 * MB,
         "UPLOAD_TMP_DIR": os.path.join(instance_path, "uploads-tmp"),
+        "MODEL_CACHE_DIR": os.path.join(instance_path, "model-cache"),
         "JOBS_MAX_RUNNING": 1,
         "JOBS_MAX_QUEUED": 8,
         "JOBS_EXECUTION": "thread",

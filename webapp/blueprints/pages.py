@@ -118,6 +118,7 @@ def render_home(
         error=error,
         import_error=import_error,
         form=form or {},
+        missing_models=imports.missing_references(session),
     )
     return html, status
 

@@ -1,5 +1,6 @@
 """Imported tokenisers: storing a tiktoken or HF file as a tokeniser row, the site's reference
-tokenisers (GPT-2, GPT-4, GPT-4o) and `flask import-references DIR`.
+tokenisers (GPT-2, GPT-4, GPT-4o from `flask import-references DIR`; those and the open models'
+from `flask fetch-models`, webapp/content/fetch_models.py).
 
 The library parses and checks the file (`bpe.importers`); this module stores the result in one
 transaction (`convert.store_imported`, bulk inserts) and owns the queries about references.
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session
 
 import bpe
 from bpe.importers import import_bytes, import_path
+from webapp.content.model_sources import LABELS
 from webapp.storage import db
 from webapp.storage.convert import store_imported
 from webapp.storage.models import Tokenizer
@@ -62,34 +64,56 @@ def import_reference_dir(database: db.Database, directory: Path) -> list[tuple[s
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
         except OSError as exc:
             raise bpe.TokenizerFileError(f"cannot read {path}: {exc.strerror}") from None
-        with database.session_scope() as session:
-            existing = session.scalar(
-                select(Tokenizer).where(
-                    Tokenizer.reference == label,
-                    Tokenizer.source_sha256 == digest,
-                    Tokenizer.deleted_at.is_(None),
-                )
-            )
-            if existing is not None:
-                done.append((label, existing.slug, False))
-                continue
-        tok = import_path(path)
-        with database.session_scope() as session:
-            for old in session.scalars(select(Tokenizer).where(Tokenizer.reference == label)):
-                old.reference = None  # a newer file takes the label over
-            row = store_imported(session, tok)
-            row.reference = label
-            done.append((label, row.slug, True))
+        slug = stored_reference(database, label, digest)
+        if slug is not None:
+            done.append((label, slug, False))
+            continue
+        done.append((label, store_reference(database, import_path(path), label), True))
     return done
 
 
+def stored_reference(database: db.Database, label: str, digest: str) -> str | None:
+    """The slug of the reference `label` if it is stored from a file of SHA-256 `digest`."""
+    with database.read_scope() as session:
+        return session.scalar(
+            select(Tokenizer.slug).where(
+                Tokenizer.reference == label,
+                Tokenizer.source_sha256 == digest,
+                Tokenizer.deleted_at.is_(None),
+            )
+        )
+
+
+def store_reference(database: db.Database, tok: bpe.Tokenizer, label: str) -> str:
+    """Store an import as the site's reference `label` (no owner); its slug."""
+    with database.session_scope() as session:
+        for old in session.scalars(select(Tokenizer).where(Tokenizer.reference == label)):
+            old.reference = None  # a newer file takes the label over
+        row = store_imported(session, tok)
+        row.reference = label
+        return row.slug
+
+
 def references(session: Session) -> list[Tokenizer]:
-    """The site's reference tokenisers, in REFERENCES order."""
+    """The site's reference tokenisers, in the order of `model_sources.LABELS`."""
     rows = session.scalars(
         select(Tokenizer).where(Tokenizer.reference.is_not(None), Tokenizer.deleted_at.is_(None))
     ).all()
-    order = list(REFERENCES.values())
+    order = list(LABELS)
     return sorted(rows, key=lambda r: order.index(r.reference) if r.reference in order else 99)
+
+
+def missing_references(session: Session) -> list[str]:
+    """The labels of `model_sources.MODELS` the site has no tokeniser for (`flask fetch-models`
+    brings them)."""
+    present = set(
+        session.scalars(
+            select(Tokenizer.reference).where(
+                Tokenizer.reference.is_not(None), Tokenizer.deleted_at.is_(None)
+            )
+        )
+    )
+    return [label for label in LABELS if label not in present]
 
 
 @click.command("import-references")

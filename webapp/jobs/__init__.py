@@ -9,15 +9,16 @@
 - `task.py`: the training kind (`TRAINING`): read the corpus, train, record, wherever it runs.
 - `progress.py`: a training's phases and its honest time left.
 - `evaluations.py`: the evaluation kind (`EVALUATION`): its queue, its task, its front.
+- `imports.py`: the import kind (`IMPORT`): a tokeniser file read and stored in the background.
 - `process.py`: a job in a child process, and its supervision.
 - `backend.py`: the one interface the app uses (`JobBackend`).
 - `embedded.py`: the default backend, a runner thread in the serving process.
 - `celery_backend.py`: jobs on Celery workers, one task for every kind (imported only when
   configured).
 
-Views call `get_jobs()` (trainings: `submit`, `submit_many`, `request_cancel`, `rerun`) and
-`get_evaluations()`; they read jobs through the store's query functions. Only a job's id and
-its kind's name cross to whatever runs it (docs/internals.md, "Jobs").
+Views call `get_jobs()` (trainings: `submit`, `submit_many`, `request_cancel`, `rerun`),
+`get_evaluations()` and `get_imports()`; they read jobs through the store's query functions.
+Only a job's id and its kind's name cross to whatever runs it (docs/internals.md, "Jobs").
 
 May import: `bpe`, `webapp.config`, `webapp.refusals`, `webapp.storage`. Nothing that renders or
 answers a request: a job runs the same in a worker with no request at all.
@@ -32,6 +33,7 @@ from flask import Flask, current_app
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.embedded import EmbeddedRunner, runner_lock_path
 from webapp.jobs.evaluations import EVALUATION, Evaluations
+from webapp.jobs.imports import IMPORT, Imports
 from webapp.jobs.kind import JobKind, JobKinds, QueueLimits, load_kind
 from webapp.jobs.settings import JobSettings, parse_settings
 from webapp.jobs.store import JobQueueFull, JobStore
@@ -47,6 +49,7 @@ __all__ = [
     "JobStatus",
     "JobStore",
     "get_evaluations",
+    "get_imports",
     "get_jobs",
     "init_app",
     "job_kinds",
@@ -56,7 +59,7 @@ __all__ = [
 
 def job_kinds(app: Flask) -> JobKinds:
     """The built-in kinds, then those BPE_JOB_KINDS names (`package.module:NAME`)."""
-    kinds = JobKinds([TRAINING, EVALUATION])
+    kinds = JobKinds([TRAINING, EVALUATION, IMPORT])
     for spec in app.config["JOB_KINDS"]:
         kinds.register(load_kind(spec))
     return kinds
@@ -88,6 +91,7 @@ def init_app(app: Flask, *, run_jobs: bool = False) -> JobBackend:
     )
     app.extensions["bpe_jobs"] = backend
     app.extensions["bpe_evaluations"] = Evaluations(backend)
+    app.extensions["bpe_imports"] = Imports(backend)
     if run_jobs:
         backend.start()
     return backend
@@ -112,3 +116,7 @@ def get_jobs() -> JobBackend:
 
 def get_evaluations() -> Evaluations:
     return cast(Evaluations, current_app.extensions["bpe_evaluations"])
+
+
+def get_imports() -> Imports:
+    return cast(Imports, current_app.extensions["bpe_imports"])

@@ -305,6 +305,41 @@ class PlaygroundShare(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class ImportJob(Base):
+    """A tokeniser file being imported (`bpe.importers`), run as a background job: the file
+    waits in `data` until the job has read it, then the column is emptied."""
+
+    __tablename__ = "import_jobs"
+    __table_args__ = ({"sqlite_autoincrement": True},)  # ids are in URLs (as migration 0016)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")  # a JobStatus value
+    phase: Mapped[str | None] = mapped_column(String(16))  # "reading", "storing"
+    error: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    elapsed_seconds: Mapped[float | None] = mapped_column(Float)
+    filename: Mapped[str] = mapped_column(String(255))
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    pattern: Mapped[str | None] = mapped_column(Text)
+    # Deferred: a page of the job never loads the file, only the task does.
+    data: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    sidecar: Mapped[bytes | None] = mapped_column(LargeBinary, deferred=True)
+    tokenizer_id: Mapped[int | None] = mapped_column(
+        ForeignKey("tokenizers.id", ondelete="SET NULL")
+    )
+
+    tokenizer: Mapped[Tokenizer | None] = relationship()
+
+    @property
+    def finished(self) -> bool:
+        return JobStatus(self.status) not in ACTIVE_STATUSES
+
+
 class EvaluationRow(Base):
     """One tokeniser measured on one corpus (`bpe.evaluate`), run as a background job."""
 
