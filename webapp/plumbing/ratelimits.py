@@ -73,6 +73,7 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "tokenizers.share",
             "jobs.cancel",
             "evaluations.cancel",
+            "imports.cancel",
             "owner.claim",
             "owner.api_new_owner",
         ),
