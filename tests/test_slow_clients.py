@@ -1,0 +1,128 @@
+"""Slow clients cannot take the README's server offline (`make run`'s gunicorn command).
+
+Fifty connections send a request a byte every half second, half of them the headers of a GET
+that never end, half a POST's body; the server has 2 workers of 8 threads, so with a thread
+given to each slow connection nobody else would be answered. Others must still be answered
+promptly, and each slow connection must get a 408 and be closed once its time is up
+(webapp/gunicorn_worker.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.readme_server import start_readme_server
+from tests.waiting import free_port, wait_for_server
+from webapp.gunicorn_worker import BODY_TIMEOUT, HEADER_TIMEOUT, MIN_BODY_RATE
+
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_only]
+
+SLOW = 50
+TRICKLE_INTERVAL = 0.5
+
+
+class SlowClients:
+    """SLOW connections fed one byte per TRICKLE_INTERVAL each, from one thread; records when
+    and with what the server ended each."""
+
+    def __init__(self, port: int) -> None:
+        host = f"127.0.0.1:{port}"
+        head = f"GET / HTTP/1.1\r\nHost: {host}\r\n"
+        post = (
+            f"POST /api/owners HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 5000\r\n\r\n"
+        )
+        self.socks: list[socket.socket] = []
+        self.opened: dict[socket.socket, float] = {}
+        self.ended: dict[socket.socket, tuple[float, bytes]] = {}
+        for i in range(SLOW):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall((post if i % 2 else head).encode())
+            sock.setblocking(False)
+            self.socks.append(sock)
+            self.opened[sock] = time.monotonic()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._trickle, daemon=True)
+        self.thread.start()
+
+    def _trickle(self) -> None:
+        selector = selectors.DefaultSelector()
+        for sock in self.socks:
+            selector.register(sock, selectors.EVENT_READ)
+        answers = dict.fromkeys(self.socks, b"")
+        while not self.stop.is_set() and len(self.ended) < len(self.socks):
+            deadline = time.monotonic() + TRICKLE_INTERVAL
+            while (left := deadline - time.monotonic()) > 0:
+                for key, _ in selector.select(left):
+                    sock = key.fileobj
+                    try:
+                        chunk = sock.recv(65536)
+                    except OSError:
+                        chunk = b""
+                    answers[sock] += chunk
+                    if not chunk:
+                        self.ended[sock] = (time.monotonic(), answers[sock])
+                        selector.unregister(sock)
+            for sock in self.socks:
+                if sock not in self.ended:
+                    with contextlib.suppress(OSError):
+                        sock.send(b"x")  # a header line's or the body's next byte
+        selector.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        for sock in self.socks:
+            sock.close()
+
+
+def test_slow_clients_neither_block_others_nor_stay_connected(tmp_path):
+    port = free_port()
+    env = {
+        "PORT": str(port),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'served.sqlite3'}",
+        "BPE_UPLOAD_TMP_DIR": str(tmp_path / "uploads"),
+        "WEB_CONCURRENCY": "2",
+        "BPE_WEB_THREADS": "8",
+    }
+    server = start_readme_server(
+        env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, own_session=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_server(lambda: urllib.request.urlopen(base + "/", timeout=10).read())
+        slow = SlowClients(port)
+        try:
+            time.sleep(2)  # every slow connection accepted and under way
+            for _ in range(10):
+                started = time.monotonic()
+                with urllib.request.urlopen(base + "/", timeout=5) as response:
+                    assert response.status == 200
+                assert time.monotonic() - started < 2.0
+            # The body ones have sent 10 to 20 bytes: their budget is about BODY_TIMEOUT.
+            limit = max(HEADER_TIMEOUT, BODY_TIMEOUT + 40 / MIN_BODY_RATE) + 5
+            slow.thread.join(limit)
+            ended = dict(slow.ended)
+        finally:
+            slow.close()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(60)
+    assert len(ended) == SLOW, f"{SLOW - len(ended)} slow connections still open"
+    for sock, (when, answer) in ended.items():
+        lasted = when - slow.opened[sock]
+        assert HEADER_TIMEOUT - 1 <= lasted <= limit, lasted
+        head, _, body = answer.decode().partition("\r\n\r\n")
+        assert head.startswith("HTTP/1.1 408 "), answer[:200]
+        assert json.loads(body)["status"] == 408
