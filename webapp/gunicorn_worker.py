@@ -10,7 +10,9 @@ arrived, and only then hands it to a thread, which parses exactly those bytes. A
 is not whole in time is answered 408 and closed: the head must arrive within HEADER_TIMEOUT of
 the connection (or of the request, on a kept-alive one), a body within BODY_TIMEOUT plus a
 second per MIN_BODY_RATE bytes received, so a large upload on a slow link has time but a
-trickle does not. A larger body (an upload) streams to its thread under the same budget. The
+trickle does not. A larger body (an upload) streams to its thread once BODY_BUFFER_BYTES have
+come, and from then on the same allowance counts afresh (PacedSocket): a stalled or trickled
+upload ends with the app's 400 for a body cut short, so it holds a thread for seconds. The
 look at the head here only decides how many bytes to wait for; gunicorn's parser, in the
 thread, still reads every byte and refuses what is malformed. TLS is left to gunicorn's own
 path (it is never configured here: a proxy in front terminates it).
@@ -210,12 +212,14 @@ class BufferingThreadWorker(ThreadWorker):
 
     def murder_pending(self) -> None:
         """Called by the event loop about once a second: requests past their deadline get a 408
-        (a stopping worker waits for none of them)."""
+        and are closed (a stopping worker waits for none of them)."""
         super().murder_pending()
         now = time.monotonic()
         late = [c for c, a in self.arriving.items() if a.deadline <= now or not self.alive]
         for conn in late:
-            self._drop(conn, json_error(408, "Request Timeout"))
+            # A connection that never sent a byte (a browser's spare one) is just closed.
+            answer = json_error(408, "Request Timeout") if self.arriving[conn].data else b""
+            self._drop(conn, answer)
 
     def handle(self, conn: TConn) -> Any:
         if conn.parser is not None and not conn.is_http2:
