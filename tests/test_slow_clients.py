@@ -4,7 +4,8 @@ Fifty connections send a request a byte every half second, half of them the head
 that never end, half a POST's body, and two uploads do the same after a fast start; the server
 has 2 workers of 8 threads, so with a thread given to each slow connection nobody else would be
 answered. Others must still be answered promptly, and each slow connection must be answered
-and closed once its time is up (webapp/gunicorn_worker.py).
+and closed once its time is up (webapp/gunicorn_worker.py). Before that, without a server: which
+bytes make a request whole enough for a thread.
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ import pytest
 
 from tests.readme_server import start_readme_server
 from tests.waiting import free_port, wait_for_server
-from webapp.gunicorn_worker import BODY_BUFFER_BYTES, BODY_TIMEOUT, HEADER_TIMEOUT
-
-pytestmark = [pytest.mark.slow, pytest.mark.embedded_only]
+from webapp.gunicorn_worker import (
+    BODY_BUFFER_BYTES,
+    BODY_TIMEOUT,
+    HEAD_LIMIT,
+    HEADER_TIMEOUT,
+    request_arrived,
+)
 
 SLOW = 50
 UPLOADS = 2
@@ -98,6 +103,30 @@ def first_bytes(port: int, owner_token: str) -> list[bytes]:
     return [(post if i % 2 else head).encode() for i in range(SLOW)] + [upload] * UPLOADS
 
 
+HEAD = b"POST /api/owners HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "arrived"),
+    [
+        (b"GET / HTTP/1.1\r\nHost: localhost\r\n", False),  # the head goes on
+        (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", True),
+        (b"GET /" + b"a" * HEAD_LIMIT, True),  # the parser refuses it (414), not a wait
+        (HEAD + b"\r\n{}", False),  # 2 of the body's 5 bytes
+        (HEAD + b"\r\n{} {}", True),
+        (HEAD + b"\r\n{} {}GET / HTTP/1.1\r\n", True),  # a pipelined request begins
+        (HEAD.replace(b"Content-Length", b"content-LENGTH") + b"\r\n{}", False),
+        (HEAD.replace(b"5", b"9" * 9) + b"\r\n" + b"x" * BODY_BUFFER_BYTES, True),  # streams
+        (HEAD + b"Expect: 100-continue\r\n\r\n", True),  # waits for our 100 Continue
+        (HEAD + b"Transfer-Encoding: chunked\r\n\r\n3\r\n", True),  # streams
+    ],
+)
+def test_a_request_goes_to_a_thread_once_it_has_arrived(data, arrived):
+    assert request_arrived(data) is arrived
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only
 def test_slow_clients_neither_block_others_nor_stay_connected(tmp_path):
     port = free_port()
     env = {
