@@ -132,12 +132,19 @@ class PacedSocket:
         self.sock = sock
         self.started = time.monotonic()
         self.received = 0
+        self.timeout: float | None = None  # a tighter limit of gunicorn's (its body drain)
+
+    def gettimeout(self) -> float | None:
+        return self.timeout
+
+    def settimeout(self, timeout: float | None) -> None:
+        self.timeout = timeout
 
     def recv(self, size: int) -> bytes:
         left = body_budget(self.started, self.received) - time.monotonic()
         if left <= 0:
             raise TimeoutError("the request body did not arrive in time")
-        self.sock.settimeout(left)
+        self.sock.settimeout(left if self.timeout is None else min(left, self.timeout))
         try:
             chunk = self.sock.recv(size)
         finally:
