@@ -30,6 +30,8 @@ from webapp.gunicorn_worker import (
     BODY_TIMEOUT,
     HEAD_LIMIT,
     HEADER_TIMEOUT,
+    MIN_BODY_RATE,
+    Arrival,
     request_arrived,
 )
 
@@ -123,6 +125,17 @@ HEAD = b"POST /api/owners HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
 )
 def test_a_request_goes_to_a_thread_once_it_has_arrived(data, arrived):
     assert request_arrived(data) is arrived
+
+
+def test_a_request_sent_a_byte_at_a_time_arrives_with_its_last_byte():
+    request = HEAD + b"\r\n{} {}"
+    arrival = Arrival(0.0)
+    for i in range(len(request)):
+        assert not arrival.arrived(), request[:i]
+        arrival.add(request[i : i + 1], float(i))
+    assert arrival.arrived()
+    # The body's allowance runs from the head's last byte (one per MIN_BODY_RATE bytes after).
+    assert arrival.deadline == len(HEAD) + 1 + BODY_TIMEOUT + 5 / MIN_BODY_RATE
 
 
 @pytest.mark.slow

@@ -92,35 +92,45 @@ def body_budget(started: float, received: int) -> float:
 
 def request_arrived(data: bytes) -> bool:
     """Whether `data` holds what a thread needs: a whole head, and the body up to
-    BODY_BUFFER_BYTES unless it streams. Only a guess at how long to wait: the parser in the
-    thread decides what the bytes mean."""
-    end = data.find(b"\r\n\r\n")
-    if end < 0:
-        return len(data) > HEAD_LIMIT
-    head = data[: end + 2]
-    if _STREAMED.search(head):
-        return True
-    length = _CONTENT_LENGTH.search(head)
-    wanted = int(length.group(1)) if length else 0
-    return len(data) - end - 4 >= min(wanted, BODY_BUFFER_BYTES)
+    BODY_BUFFER_BYTES unless it streams."""
+    arrival = Arrival(0.0)
+    arrival.add(data, 0.0)
+    return arrival.arrived()
 
 
 class Arrival:
-    """A request being read by the event loop: its bytes so far and its deadline."""
+    """A request being read by the event loop: its bytes so far and its deadline. What it
+    waits for is only a guess from the head: the parser in the thread decides what the bytes
+    mean. Each chunk is looked at once (a head sent in tiny pieces costs no rescans)."""
 
     def __init__(self, now: float) -> None:
         self.data = bytearray()
-        self.started = now
-        self.head_done: float | None = None
         self.deadline = now + HEADER_TIMEOUT
+        self.head_end = -1  # where the blank line ending the head starts, once it has come
+        self.head_done = now
+        self.wanted = 0  # body bytes to wait for (at most BODY_BUFFER_BYTES)
 
     def add(self, chunk: bytes, now: float) -> None:
+        searched = max(len(self.data) - 3, 0)
         self.data += chunk
-        if self.head_done is None and b"\r\n\r\n" in self.data:
+        if self.head_end < 0:
+            self.head_end = self.data.find(b"\r\n\r\n", searched)
+            if self.head_end < 0:
+                return
             self.head_done = now
-        if self.head_done is not None:
-            body = len(self.data) - self.data.find(b"\r\n\r\n") - 4
-            self.deadline = body_budget(self.head_done, body)
+            head = self.data[: self.head_end + 2]
+            length = _CONTENT_LENGTH.search(head)
+            wanted = int(length.group(1)) if length else 0
+            self.wanted = 0 if _STREAMED.search(head) else min(wanted, BODY_BUFFER_BYTES)
+        self.deadline = body_budget(self.head_done, self.body_bytes())
+
+    def body_bytes(self) -> int:
+        return len(self.data) - self.head_end - 4
+
+    def arrived(self) -> bool:
+        if self.head_end < 0:
+            return len(self.data) > HEAD_LIMIT
+        return self.body_bytes() >= self.wanted
 
 
 class PacedSocket:
@@ -175,10 +185,11 @@ class BufferingThreadWorker(ThreadWorker):
         ):  # gunicorn's own path reads a TLS handshake or an HTTP/2 preface first
             super().enqueue_req(conn)
             return
-        arrival = Arrival(time.monotonic())
+        now = time.monotonic()
+        arrival = Arrival(now)
         if conn.parser is not None:  # read ahead by the last request
-            arrival.add(conn.parser.unreader.take_buffered(), arrival.started)
-        if request_arrived(bytes(arrival.data)):
+            arrival.add(conn.parser.unreader.take_buffered(), now)
+        if arrival.arrived():
             self._to_thread(conn, arrival)
             return
         conn.sock.setblocking(False)
@@ -197,7 +208,7 @@ class BufferingThreadWorker(ThreadWorker):
             self._drop(conn)
             return
         arrival.add(chunk, time.monotonic())
-        if request_arrived(bytes(arrival.data)):
+        if arrival.arrived():
             self.poller.unregister(conn.sock)
             del self.arriving[conn]
             self._to_thread(conn, arrival)
