@@ -160,7 +160,16 @@ def wait_status(job_url: str, token: str, wanted: set[str], timeout: float) -> s
 
 
 # ----- the load -----------------------------------------------------------------------------------
-def _client_process(base: str, path: str, texts: list[bytes], threads: int, seconds: float, out):
+def client_process(
+    base: str,
+    requests: list[tuple[str, str, bytes | None]],
+    threads: int,
+    seconds: float,
+    out,
+    timeout: float = 60,
+):
+    """`threads` clients, each on its keep-alive connection, cycling through `requests`
+    (method, path, JSON body or None) for `seconds`; puts (latencies, errors, wall, CPU)."""
     host, port = base.removeprefix("http://").split(":")
     latencies: list[float] = []
     errors: list[str] = []
@@ -168,15 +177,16 @@ def _client_process(base: str, path: str, texts: list[bytes], threads: int, seco
     start = time.monotonic()
 
     def client(n: int) -> None:
-        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
         mine, bad = [], []
         i = n
         while time.monotonic() - start < seconds:
-            body = texts[i % len(texts)]
+            method, path, body = requests[i % len(requests)]
             i += threads
+            headers = {"Content-Type": "application/json"} if body is not None else {}
             t0 = time.perf_counter()
             try:
-                conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+                conn.request(method, path, body=body, headers=headers)
                 response = conn.getresponse()
                 response.read()
                 if response.status != 200:
@@ -184,7 +194,7 @@ def _client_process(base: str, path: str, texts: list[bytes], threads: int, seco
             except (OSError, http.client.HTTPException) as exc:
                 bad.append(type(exc).__name__)
                 conn.close()
-                conn = http.client.HTTPConnection(host, int(port), timeout=60)
+                conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
             mine.append(time.perf_counter() - t0)
         with lock:
             latencies.extend(mine)
@@ -208,7 +218,8 @@ def load(served: Served, slug: str, texts: list[bytes], *, clients: int, seconds
     path = f"/api/t/{slug}/encode"
     processes = [
         context.Process(
-            target=_client_process, args=(base, path, texts[i::procs], per, seconds, out)
+            target=client_process,
+            args=(base, [("POST", path, text) for text in texts[i::procs]], per, seconds, out),
         )
         for i in range(procs)
     ]

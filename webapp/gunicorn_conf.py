@@ -30,10 +30,11 @@ accesslog = "-"
 # gunicorn's control socket (one fixed path per user) would clash between several servers on
 # one machine, and nothing here uses it.
 control_socket_disable = True
-# gunicorn's own refusals (a request line it cannot parse) answer JSON like the app's errors;
-# the line may be up to 8 KB, so the app's own 414 (webapp/plumbing/inputs.py) covers most long
-# URLs.
-worker_class = "webapp.gunicorn_worker.JsonErrorThreadWorker"
+# A request reaches a thread only once it has arrived (slow clients wait in the event loop and
+# are answered 408 when their time is up), and gunicorn's own refusals (a request line it cannot
+# parse) answer JSON like the app's errors; the line may be up to 8 KB, so the app's own 414
+# (webapp/plumbing/inputs.py) covers most long URLs. See webapp/gunicorn_worker.py.
+worker_class = "webapp.gunicorn_worker.BufferingThreadWorker"
 limit_request_line = LIMIT_REQUEST_LINE
 # X-Forwarded-Proto and -For are believed only from the proxies named in FORWARDED_ALLOW_IPS
 # (gunicorn's own variable): gunicorn's default trusts any local process, which could then
