@@ -4,6 +4,7 @@ stores nothing half-way, and the app works again once the fault is gone."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -79,24 +80,33 @@ def test_start_up_removes_temp_files_of_a_killed_upload_but_not_of_a_live_one(ap
 
 
 # ----- a full disk -------------------------------------------------------------------------
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 6 MB tmpfs to fill up (needs root to mount; skipped with a message elsewhere)."""
+@contextlib.contextmanager
+def _tmpfs(where, *, size: str, purpose: str):
+    """A tmpfs of `size` mounted at `where` for the block; skipped, saying why, where it
+    cannot be (not root, not Linux; CI runs as root on Linux, and BPE_TESTS_NO_SKIP)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"{purpose} mount a Linux tmpfs")
     if os.geteuid() != 0:
-        pytest.skip("the disk-full tests mount a small tmpfs, which needs root (CI runs as root)")
-    where = tmp_path / "small-disk"
+        pytest.skip(f"{purpose} mount a tmpfs, which needs root (CI runs as root)")
     where.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(where)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
         capture_output=True,
         text=True,
     )
     if mounted.returncode != 0:
-        pytest.skip(f"could not mount a tmpfs for the disk-full tests: {mounted.stderr.strip()}")
+        pytest.skip(f"{purpose} could not mount a tmpfs: {mounted.stderr.strip()}")
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 6 MB tmpfs to fill up."""
+    with _tmpfs(tmp_path / "small-disk", size="6m", purpose="the disk-full tests") as where:
+        yield where
 
 
 def _fill(folder) -> str:
@@ -348,23 +358,8 @@ def test_an_unwritable_database_answers_503_for_writes_while_reads_go_on(app_con
 @pytest.fixture
 def data_disk(tmp_path):
     """A tmpfs of its own for a server's database and temp files, to remount read-only."""
-    if os.geteuid() != 0:
-        pytest.skip("the read-only server test mounts a tmpfs, which needs root (CI runs as root)")
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the read-only server test remounts a Linux tmpfs")
-    where = tmp_path / "data"
-    where.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"could not mount a tmpfs for the read-only test: {mounted.stderr.strip()}")
-    try:
+    with _tmpfs(tmp_path / "data", size="20m", purpose="the read-only tests") as where:
         yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 def _remount(where, mode: str) -> None:
