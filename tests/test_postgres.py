@@ -10,7 +10,7 @@ import hashlib
 import threading
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 
 from webapp.storage.models import Corpus
 
@@ -62,3 +62,51 @@ def test_writes_take_turns(app):
     for thread in threads:
         thread.join()
     assert order == ["first", "second"]
+
+
+def _set_read_only(database, on: bool) -> None:
+    """The database made read-only for new sessions, as a hot standby is (and back); through
+    a connection of its own, so the app's pool gets no fresh session from it."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    name = database.engine.url.database
+    admin = create_engine(database.engine.url, poolclass=NullPool)
+    try:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SET default_transaction_read_only = off"))  # this one may write
+            setting = "= on" if on else "TO DEFAULT"
+            conn.execute(
+                text(f'ALTER DATABASE "{name}" SET default_transaction_read_only {setting}')
+            )
+    finally:
+        admin.dispose()
+
+
+def test_a_read_only_database_answers_503_and_heals_without_a_restart(app, client, owner):
+    database = app.extensions["bpe_db"]
+    assert client.post("/api/corpora", json={"text": "before"}).status_code == 201
+    _set_read_only(database, True)
+    try:
+        database.engine.dispose()  # a failover drops the sessions: new ones are read-only
+        refused = client.post("/api/corpora", json={"text": "while read-only"})
+        assert refused.status_code == 503 and "cannot be written" in refused.get_json()["error"]
+        raw = client.post(  # the COPY path (a temporary table is refused too)
+            "/api/corpora", data=b"raw text", content_type="text/plain", headers=owner.bearer
+        )
+        assert raw.status_code == 503, raw.get_data(as_text=True)
+        assert client.get("/").status_code == 200
+        # Read-only sessions in the pool, as a busy server has them when the primary is back.
+        with database.engine.connect() as one, database.engine.connect() as two:
+            for conn in (one, two):
+                assert conn.execute(text("SHOW transaction_read_only")).scalar() == "on"
+    finally:
+        _set_read_only(database, False)
+    # The same app: a session refused as read-only is let go with the pool, so at most the
+    # first write still meets one.
+    answers = [client.post("/api/corpora", json={"text": "writable"}).status_code]
+    if answers[0] != 201:
+        answers.append(client.post("/api/corpora", json={"text": "writable"}).status_code)
+    assert answers[-1] == 201 and answers[0] in (201, 503), answers
+    with database.read_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Corpus)) == 2

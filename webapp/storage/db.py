@@ -27,11 +27,13 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 from sqlalchemy import CursorResult, create_engine, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.dml import Update
+
+from webapp.storage import faults
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -103,6 +105,14 @@ def _make_engine(url: str, busy_timeout: float) -> Engine:
         def _pg_begin(conn: Connection) -> None:
             if conn.get_execution_options().get("bpe_write"):
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_WRITE_LOCK_KEY})")
+
+        @event.listens_for(engine, "handle_error")
+        def _pg_read_only(context: ExceptionContext) -> None:
+            # Read-only is a session's setting, fixed when it connects (a hot standby, or
+            # default_transaction_read_only): such a connection stays read-only after the
+            # database is writable again, so the pool lets it go rather than keep it.
+            if getattr(context.original_exception, "sqlstate", None) in faults.PG_READ_ONLY:
+                context.is_disconnect = True
 
         return engine
 

@@ -49,7 +49,7 @@ _SQLITE_READONLY = {
 _SQLITE_BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _PG_FULL = {"53100", "53200"}  # disk_full, out_of_memory
 # read_only_sql_transaction (a hot standby, default_transaction_read_only), cannot_connect_now
-_PG_READONLY = {"25006", "57P03"}
+PG_READ_ONLY = {"25006", "57P03"}
 # Where a storage fault can surface: SQLAlchemy's wrappers, the drivers' own errors (raw
 # connection calls), and files (upload temp files, the job runner's lock).
 FAULT_TYPES: tuple[type[Exception], ...] = (OSError, DBAPIError, sqlite3.Error) + (
@@ -92,7 +92,7 @@ def _one(exc: BaseException) -> Fault | None:
     sqlstate = getattr(exc, "sqlstate", None)  # psycopg 3
     if sqlstate in _PG_FULL:
         return Fault(507, STORAGE_FULL)
-    if sqlstate in _PG_READONLY:
+    if sqlstate in PG_READ_ONLY:
         return Fault(503, NOT_WRITABLE)
     if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
         return Fault(507, STORAGE_FULL)
