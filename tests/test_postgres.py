@@ -110,3 +110,68 @@ def test_a_read_only_database_answers_503_and_heals_without_a_restart(app, clien
     assert answers[-1] == 201 and answers[0] in (201, 503), answers
     with database.read_scope() as session:
         assert session.scalar(select(func.count()).select_from(Corpus)) == 2
+
+
+@pytest.fixture
+def small_temp_tablespace(app):
+    """The app's temporary tables (an upload's COPY lands in one) on a 2 MB tmpfs: a disk that
+    fills. Needs root, to mount it and to create a tablespace as the postgres superuser."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("psql") is None:
+        pytest.skip("the disk-full test mounts a tmpfs and runs psql as postgres (root only)")
+    database = app.extensions["bpe_db"]
+    url = database.engine.url
+    folder = tempfile.mkdtemp(prefix="bpe-pg-space-", dir="/var/tmp")
+    os.chmod(folder, 0o755)
+
+    def superuser(sql: str) -> None:
+        command = ["su", "postgres", "-c", f'psql -q -p {url.port} -v ON_ERROR_STOP=1 -c "{sql}"']
+        subprocess.run(command, check=True, capture_output=True, text=True)
+
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,uid=postgres,mode=700", "tmpfs", folder],
+        check=True,
+    )
+    try:
+        superuser(f"CREATE TABLESPACE bpe_small LOCATION '{folder}'")
+        superuser(f"GRANT CREATE ON TABLESPACE bpe_small TO {url.username}")
+        superuser(f'ALTER DATABASE "{url.database}" SET temp_tablespaces = bpe_small')
+        database.engine.dispose()  # new sessions take the setting
+        yield folder
+    finally:
+        database.engine.dispose()
+        subprocess.run(["mount", "-o", "remount,size=20m", folder], check=False)
+        for sql in (
+            f'ALTER DATABASE "{url.database}" RESET temp_tablespaces',
+            "DROP TABLESPACE IF EXISTS bpe_small",
+        ):
+            superuser(sql)
+        subprocess.run(["umount", "-l", folder], check=False)
+        os.rmdir(folder)
+
+
+def test_a_full_disk_under_an_upload_answers_507_and_heals(
+    app, client, owner, small_temp_tablespace
+):
+    """The COPY of an upload's text runs on psycopg's own cursor, whose errors SQLAlchemy never
+    wraps: PostgreSQL's disk_full (53100) must still be a 507, not a 500."""
+    import os
+    import subprocess
+
+    body = os.urandom(1_500_000).hex().encode()  # 3 MB: more than the 2 MB disk holds
+    refused = client.post(
+        "/api/corpora", data=body, content_type="text/plain", headers=owner.bearer
+    )
+    assert refused.status_code == 507, refused.get_data(as_text=True)
+    assert "storage is full" in refused.get_json()["error"]
+    with app.extensions["bpe_db"].read_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Corpus)) == 0
+    # room again (the disk grows): the same upload, the same app
+    subprocess.run(["mount", "-o", "remount,size=20m", small_temp_tablespace], check=True)
+    stored = client.post("/api/corpora", data=body, content_type="text/plain", headers=owner.bearer)
+    assert stored.status_code == 201, stored.get_data(as_text=True)
+    assert stored.get_json()["sha256"] == hashlib.sha256(body).hexdigest()
