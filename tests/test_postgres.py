@@ -10,7 +10,7 @@ import hashlib
 import threading
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 
 from webapp.storage.models import Corpus
 
@@ -62,3 +62,116 @@ def test_writes_take_turns(app):
     for thread in threads:
         thread.join()
     assert order == ["first", "second"]
+
+
+def _set_read_only(database, on: bool) -> None:
+    """The database made read-only for new sessions, as a hot standby is (and back); through
+    a connection of its own, so the app's pool gets no fresh session from it."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    name = database.engine.url.database
+    admin = create_engine(database.engine.url, poolclass=NullPool)
+    try:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SET default_transaction_read_only = off"))  # this one may write
+            setting = "= on" if on else "TO DEFAULT"
+            conn.execute(
+                text(f'ALTER DATABASE "{name}" SET default_transaction_read_only {setting}')
+            )
+    finally:
+        admin.dispose()
+
+
+def test_a_read_only_database_answers_503_and_heals_without_a_restart(app, client, owner):
+    database = app.extensions["bpe_db"]
+    assert client.post("/api/corpora", json={"text": "before"}).status_code == 201
+    _set_read_only(database, True)
+    try:
+        database.engine.dispose()  # a failover drops the sessions: new ones are read-only
+        refused = client.post("/api/corpora", json={"text": "while read-only"})
+        assert refused.status_code == 503 and "cannot be written" in refused.get_json()["error"]
+        raw = client.post(  # the COPY path (a temporary table is refused too)
+            "/api/corpora", data=b"raw text", content_type="text/plain", headers=owner.bearer
+        )
+        assert raw.status_code == 503, raw.get_data(as_text=True)
+        assert client.get("/").status_code == 200
+        # Read-only sessions in the pool, as a busy server has them when the primary is back.
+        with database.engine.connect() as one, database.engine.connect() as two:
+            for conn in (one, two):
+                assert conn.execute(text("SHOW transaction_read_only")).scalar() == "on"
+    finally:
+        _set_read_only(database, False)
+    # The same app: a session refused as read-only is let go with the pool, so at most the
+    # first write still meets one.
+    answers = [client.post("/api/corpora", json={"text": "writable"}).status_code]
+    if answers[0] != 201:
+        answers.append(client.post("/api/corpora", json={"text": "writable"}).status_code)
+    assert answers[-1] == 201 and answers[0] in (201, 503), answers
+    with database.read_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Corpus)) == 2
+
+
+@pytest.fixture
+def small_temp_tablespace(app):
+    """The app's temporary tables (an upload's COPY lands in one) on a 2 MB tmpfs: a disk that
+    fills. Needs root, to mount it and to create a tablespace as the postgres superuser."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if os.geteuid() != 0 or shutil.which("psql") is None:
+        pytest.skip("the disk-full test mounts a tmpfs and runs psql as postgres (root only)")
+    database = app.extensions["bpe_db"]
+    url = database.engine.url
+    folder = tempfile.mkdtemp(prefix="bpe-pg-space-", dir="/var/tmp")
+    os.chmod(folder, 0o755)
+
+    def superuser(sql: str) -> None:
+        command = ["su", "postgres", "-c", f'psql -q -p {url.port} -v ON_ERROR_STOP=1 -c "{sql}"']
+        subprocess.run(command, check=True, capture_output=True, text=True)
+
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m,uid=postgres,mode=700", "tmpfs", folder],
+        check=True,
+    )
+    try:
+        superuser(f"CREATE TABLESPACE bpe_small LOCATION '{folder}'")
+        superuser(f"GRANT CREATE ON TABLESPACE bpe_small TO {url.username}")
+        superuser(f'ALTER DATABASE "{url.database}" SET temp_tablespaces = bpe_small')
+        database.engine.dispose()  # new sessions take the setting
+        yield folder
+    finally:
+        database.engine.dispose()
+        subprocess.run(["mount", "-o", "remount,size=20m", folder], check=False)
+        for sql in (
+            f'ALTER DATABASE "{url.database}" RESET temp_tablespaces',
+            "DROP TABLESPACE IF EXISTS bpe_small",
+        ):
+            superuser(sql)
+        subprocess.run(["umount", "-l", folder], check=False)
+        os.rmdir(folder)
+
+
+def test_a_full_disk_under_an_upload_answers_507_and_heals(
+    app, client, owner, small_temp_tablespace
+):
+    """The COPY of an upload's text runs on psycopg's own cursor, whose errors SQLAlchemy never
+    wraps: PostgreSQL's disk_full (53100) must still be a 507, not a 500."""
+    import os
+    import subprocess
+
+    body = os.urandom(1_500_000).hex().encode()  # 3 MB: more than the 2 MB disk holds
+    refused = client.post(
+        "/api/corpora", data=body, content_type="text/plain", headers=owner.bearer
+    )
+    assert refused.status_code == 507, refused.get_data(as_text=True)
+    assert "storage is full" in refused.get_json()["error"]
+    with app.extensions["bpe_db"].read_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Corpus)) == 0
+    # room again (the disk grows): the same upload, the same app
+    subprocess.run(["mount", "-o", "remount,size=20m", small_temp_tablespace], check=True)
+    stored = client.post("/api/corpora", data=body, content_type="text/plain", headers=owner.bearer)
+    assert stored.status_code == 201, stored.get_data(as_text=True)
+    assert stored.get_json()["sha256"] == hashlib.sha256(body).hexdigest()

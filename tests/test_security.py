@@ -168,6 +168,56 @@ def test_an_untrusted_host_is_refused_and_never_echoed(client, make_tokenizer):
     assert api.status_code == 400 and api.is_json
 
 
+@pytest.mark.parametrize(
+    "host", ["LOCALHOST", "LocalHost:5000", "[::1]", "[::1]:5000", "[0:0:0:0:0:0:0:1]:80"]
+)
+def test_trusted_hosts_are_matched_in_any_case_and_as_bracketed_ipv6(client, host):
+    """Host names are case-insensitive (RFC 3986) and an IPv6 literal comes in brackets; the
+    API's absolute links then carry the host lowercased."""
+    page = client.get("/", headers={"Host": host})
+    assert page.status_code == 200, page.get_data(as_text=True)[:300]
+    made = client.post("/api/corpora", json={"text": "host text"}, headers={"Host": host})
+    assert made.status_code == 201
+    assert made.get_json()["url"].startswith(f"http://{host.lower().removesuffix(':80')}/c/")
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "[::2]", "[::1", "localhost.evil.example", "LOCALHOST:99999"]
+)
+def test_untrusted_hosts_stay_refused_whatever_their_case(client, host):
+    assert client.get("/", headers={"Host": host}).status_code == 400
+    assert client.get("/", headers={"Host": host.upper()}).status_code == 400
+
+
+def test_a_host_with_an_impossible_port_is_not_trusted():
+    from webapp.plumbing.security import TrustedHosts
+
+    trusted = TrustedHosts(["localhost", "::1"])
+    assert trusted.allows("localhost:65535") and trusted.allows("[::1]:1")
+    for host in ("localhost:65536", "localhost:0", "[::1]:99999", "localhost:", ""):
+        assert not trusted.allows(host), host
+
+
+def test_configured_hosts_are_trusted_in_any_case_and_with_subdomains(app_config):
+    from webapp import create_app
+
+    app_config["TRUSTED_HOSTS"] = ["Bpe.Example.ORG", ".lab.example", "[2001:db8::5]:8080"]
+    app = create_app(app_config)
+    try:
+        client = app.test_client()
+        for host, status in (
+            ("bpe.example.org", 200),
+            ("BPE.EXAMPLE.ORG:8443", 200),
+            ("a.LAB.example", 200),
+            ("lab.example.evil", 400),
+            ("[2001:DB8:0::5]", 200),
+            ("localhost", 400),
+        ):
+            assert client.get("/", headers={"Host": host}).status_code == status, host
+    finally:
+        app.extensions["bpe_db"].dispose()
+
+
 def test_absolute_links_come_from_the_public_url(app_config, owner):
     from tests.conftest import BrowserClient
     from webapp import create_app
@@ -175,7 +225,7 @@ def test_absolute_links_come_from_the_public_url(app_config, owner):
     app_config["PUBLIC_URL"] = "https://bpe.example.org"
     app = create_app(app_config)
     try:
-        assert app.config["TRUSTED_HOSTS"] == ["bpe.example.org"]
+        assert app.extensions["bpe_trusted_hosts"].names == {"bpe.example.org"}
         client = BrowserClient(app, app.response_class, owner_token=None)
         reply = client.post(
             "/api/corpora",
@@ -295,6 +345,34 @@ def test_the_servers_own_refusals_carry_the_headers_and_echo_nothing(tmp_path):
         assert f"Content-Security-Policy: {CSP}" in head and "X-Frame-Options: DENY" in head
         assert json.loads(body)["status"] == status
         assert "script" not in body and "alert" not in body, body
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only
+def test_the_server_answers_hosts_in_any_case_and_bracketed_ipv6(tmp_path):
+    """Through gunicorn, raw requests: nothing between the socket and the app normalises the
+    Host header for us."""
+    hosts = {
+        "LOCALHOST": 200,
+        "[::1]": 200,
+        "[::1]:5000": 200,
+        "Localhost:5000": 200,
+        "evil.example": 400,
+        "EVIL.example": 400,
+        "[::2]:5000": 400,
+    }
+    answers = {}
+    with readme_server(tmp_path) as port:
+        wait_for_server(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10))
+        for host in hosts:
+            raw = f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(raw.encode())
+                answers[host] = b"".join(iter(lambda s=sock: s.recv(65536), b"")).decode()
+    for host, status in hosts.items():
+        assert answers[host].startswith(f"HTTP/1.1 {status} "), (host, answers[host][:300])
+        if status == 400:
+            assert host.lower() not in answers[host].lower()  # never echoed
 
 
 def test_the_secret_key_survives_a_restart(tmp_path):

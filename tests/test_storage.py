@@ -4,20 +4,26 @@ stores nothing half-way, and the app works again once the fault is gone."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import io
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 
 import pytest
 from sqlalchemy import func, select
 
 import bpe
 from tests.conftest import SAMPLE_TEXT, TEST_OWNER_TOKEN
+from tests.readme_server import start_readme_server
+from tests.waiting import free_port, wait_for, wait_for_server
 from webapp import create_app, stop_runners
 from webapp.storage.convert import store_tokenizer
 from webapp.storage.models import Corpus, Merge, PlaygroundShare, Tokenizer, TrainingJob
@@ -74,24 +80,33 @@ def test_start_up_removes_temp_files_of_a_killed_upload_but_not_of_a_live_one(ap
 
 
 # ----- a full disk -------------------------------------------------------------------------
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 6 MB tmpfs to fill up (needs root to mount; skipped with a message elsewhere)."""
+@contextlib.contextmanager
+def _tmpfs(where, *, size: str, purpose: str):
+    """A tmpfs of `size` mounted at `where` for the block; skipped, saying why, where it
+    cannot be (not root, not Linux; CI runs as root on Linux, and BPE_TESTS_NO_SKIP)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"{purpose} mount a Linux tmpfs")
     if os.geteuid() != 0:
-        pytest.skip("the disk-full tests mount a small tmpfs, which needs root (CI runs as root)")
-    where = tmp_path / "small-disk"
+        pytest.skip(f"{purpose} mount a tmpfs, which needs root (CI runs as root)")
     where.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(where)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
         capture_output=True,
         text=True,
     )
     if mounted.returncode != 0:
-        pytest.skip(f"could not mount a tmpfs for the disk-full tests: {mounted.stderr.strip()}")
+        pytest.skip(f"{purpose} could not mount a tmpfs: {mounted.stderr.strip()}")
     try:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 6 MB tmpfs to fill up."""
+    with _tmpfs(tmp_path / "small-disk", size="6m", purpose="the disk-full tests") as where:
+        yield where
 
 
 def _fill(folder) -> str:
@@ -169,6 +184,49 @@ def test_a_full_disk_answers_507_stores_nothing_and_recovers(app_config, small_d
         assert stored.get_json()["sha256"] == hashlib.sha256(body).hexdigest()
         assert client.post(f"/t/{slug}/share", data={"text": "share me"}).status_code == 303
         assert _count(app, Corpus) == 2 and _count(app, PlaygroundShare) == 1
+    finally:
+        stop_runners(app)
+        app.extensions["bpe_db"].dispose()
+
+
+@pytest.mark.database("sqlite")  # faults of SQLite files
+def test_a_full_disk_under_both_database_and_temp_files_answers_507_and_recovers(
+    app_config, small_disk
+):
+    """The default layout (`make run`): the database and the upload temp folder on one file
+    system. The temporary file still fits; the row it is copied into (SQLite's blob I/O on the
+    raw connection, which SQLAlchemy never wraps) does not."""
+    app_config["DATABASE_URL"] = f"sqlite:///{small_disk / 'db.sqlite3'}"
+    app_config["UPLOAD_TMP_DIR"] = str(small_disk / "uploads-tmp")
+    app = create_app(app_config)
+    try:
+        client = app.test_client()
+        assert client.post("/api/corpora", json={"text": SAMPLE_TEXT}).status_code == 201
+        with app.extensions["bpe_db"].engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        filler = _fill(small_disk)
+        body = os.urandom(1_250_000).hex().encode()  # 2.5 MB of text
+        # room for the temporary file and a little more, not for the text a second time
+        os.truncate(filler, os.path.getsize(filler) - 4000 * 1024)
+
+        refused = client.post(
+            "/api/corpora?name=big", data=body, content_type="text/plain", headers=BEARER
+        )
+        assert refused.status_code == 507, refused.data
+        assert "storage is full" in refused.get_json()["error"]
+        page = client.post("/corpora", data={"file": (io.BytesIO(body), "big.txt"), "name": "big"})
+        assert page.status_code == 507 and b"storage is full" in page.data
+        assert "text/html" in page.content_type
+        assert _count(app, Corpus) == 1 and _files(small_disk / "uploads-tmp") == []
+        assert client.get("/").status_code == 200
+
+        os.unlink(filler)  # space again: the same upload, same app, now stored
+        stored = client.post(
+            "/api/corpora?name=big", data=body, content_type="text/plain", headers=BEARER
+        )
+        assert stored.status_code == 201, stored.data
+        assert stored.get_json()["sha256"] == hashlib.sha256(body).hexdigest()
+        assert _count(app, Corpus) == 2 and _files(small_disk / "uploads-tmp") == []
     finally:
         stop_runners(app)
         app.extensions["bpe_db"].dispose()
@@ -294,3 +352,172 @@ def test_an_unwritable_database_answers_503_for_writes_while_reads_go_on(app_con
     finally:
         subprocess.run(["umount", "-l", str(read_only)], check=False)
         writable.extensions["bpe_db"].dispose()
+
+
+# ----- the README's server on a read-only data folder -----------------------------------------
+@pytest.fixture
+def data_disk(tmp_path):
+    """A tmpfs of its own for a server's database and temp files, to remount read-only."""
+    with _tmpfs(tmp_path / "data", size="20m", purpose="the read-only tests") as where:
+        yield where
+
+
+def _remount(where, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(where)], check=True)
+
+
+def _http(method: str, url: str, body: bytes | None = None, headers=None):
+    """(status, body) of one request; an error status is an answer too."""
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _stored_with_a_queued_job(app_config) -> tuple[str, str]:
+    """A corpus and a training job still queued, as a stopped server leaves them; (corpus
+    slug, job page path). The app is closed after: SQLite folds its -wal into the file."""
+    app = create_app(app_config)
+    try:
+        client = app.test_client()
+        slug = client.post("/api/corpora", json={"text": SAMPLE_TEXT}).get_json()["slug"]
+        queued = client.post(f"/c/{slug}/train", data={"vocab_size": "270"})
+        assert queued.status_code == 303
+        return slug, queued.headers["Location"]
+    finally:
+        stop_runners(app)
+        app.extensions["bpe_db"].dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.embedded_only  # the README's run command is the embedded default
+@pytest.mark.database("sqlite")  # faults of SQLite files
+def test_the_server_starts_on_a_read_only_data_folder_and_heals_when_it_is_writable(
+    app_config, data_disk
+):
+    app_config["DATABASE_URL"] = f"sqlite:///{data_disk / 'db.sqlite3'}"
+    app_config["UPLOAD_TMP_DIR"] = str(data_disk / "uploads-tmp")
+    slug, job_path = _stored_with_a_queued_job(app_config)
+    leftover = data_disk / "uploads-tmp" / "upload-left-by-a-kill.txt"
+    leftover.parent.mkdir(exist_ok=True)
+    leftover.write_text("an upload cut off by a kill -9")  # start-up would remove it
+    _remount(data_disk, "ro")
+
+    port = free_port()
+    env = {
+        "PORT": str(port),
+        "DATABASE_URL": app_config["DATABASE_URL"],
+        "BPE_UPLOAD_TMP_DIR": app_config["UPLOAD_TMP_DIR"],
+        "SECRET_KEY": "test",
+        "BPE_JOBS_EXECUTION": "thread",
+        "WEB_CONCURRENCY": "2",
+    }
+    server = start_readme_server(env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    upload = json.dumps({"text": "written once the disk is writable"}).encode()
+    owner = {**BEARER, "Content-Type": "application/json"}
+    try:
+        assert wait_for_server(lambda: _http("GET", base + "/"))[0] == 200
+        assert _http("GET", f"{base}/c/{slug}")[0] == 200
+        status, page = _http("GET", base + job_path, headers=BEARER)
+        assert status == 200 and b"Jobs cannot start right now" in page
+        status, reply = _http("POST", base + "/api/corpora", upload, owner)
+        assert status == 503 and "cannot be written" in json.loads(reply)["error"]
+        form = {**BEARER, "Content-Type": "application/x-www-form-urlencoded"}
+        status, reply = _http("POST", f"{base}/c/{slug}/train", b"vocab_size=260", form)
+        assert status == 503, reply
+
+        _remount(data_disk, "rw")  # writable again: no restart
+        status, reply = _http("POST", base + "/api/corpora", upload, owner)
+        assert status == 201, reply
+        # The queued job runs: a worker took the runner lock once it could be written.
+        status_url = f"{base}{job_path}/status"
+        wait_for(lambda: b'data-status="succeeded"' in _http("GET", status_url, headers=BEARER)[1])
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(data_disk)], check=False)
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert server.returncode == 0, stderr.decode(errors="replace")[-2000:]
+    assert b"Traceback" not in stderr, stderr.decode(errors="replace")[-3000:]
+
+
+def _make_read_only(where, how: str) -> None:
+    if how == "read-only mount":
+        _remount(where, "ro")
+    else:  # immutable files: access(2) refuses to write them, even to root
+        subprocess.run(["chattr", "+i", *map(str, where.glob("db.sqlite3*"))], check=True)
+
+
+def _make_writable(where, how: str) -> None:
+    if how == "read-only mount":
+        subprocess.run(["mount", "-o", "remount,rw", str(where)], check=False)
+    else:
+        subprocess.run(["chattr", "-i", *map(str, where.glob("db.sqlite3*"))], check=False)
+
+
+@pytest.mark.database("sqlite")  # faults of SQLite files
+@pytest.mark.parametrize("how", ["read-only mount", "immutable files"])
+def test_a_database_on_read_only_media_is_read_then_written_once_writable(
+    app_config, data_disk, how
+):
+    app_config["DATABASE_URL"] = f"sqlite:///{data_disk / 'db.sqlite3'}"
+    app_config["UPLOAD_TMP_DIR"] = str(data_disk / "uploads-tmp")
+    slug, _job = _stored_with_a_queued_job(app_config)
+    _make_read_only(data_disk, how)
+    try:
+        app = create_app(app_config)  # no -wal, no -shm, and none can be made
+        try:
+            client = app.test_client()
+            refused = client.post("/api/corpora", json={"text": "new text"})
+            assert refused.status_code == 503 and "cannot be written" in refused.get_json()["error"]
+            assert client.get(f"/c/{slug}").status_code == 200
+            engine = app.extensions["bpe_db"].engine
+            # Two read-only connections back in the pool, as a busy server has them: a request
+            # reads through one and writes through the other.
+            with engine.connect() as one, engine.connect() as two:
+                for conn in (one, two):
+                    assert conn.exec_driver_sql("SELECT count(*) FROM corpora").scalar() == 1
+            _make_writable(data_disk, how)  # the same app, those connections next: writes work
+            assert client.post("/api/corpora", json={"text": "new text"}).status_code == 201
+            assert _count(app, Corpus) == 2
+        finally:
+            stop_runners(app)
+            app.extensions["bpe_db"].dispose()
+    finally:
+        _make_writable(data_disk, how)
+
+
+@pytest.mark.embedded_only  # the embedded runner's lock
+@pytest.mark.database("sqlite")  # the lock sits next to the SQLite file
+def test_an_unwritable_runner_lock_refuses_new_jobs_then_runs_them_once_it_can(
+    app_config, data_disk
+):
+    """Only the lock cannot be written (an immutable file: the database itself is fine): the
+    server serves, says on the job page why the queued job waits, refuses new jobs with 503
+    rather than queueing them for no one, and runs them once the lock can be taken."""
+    app_config["DATABASE_URL"] = f"sqlite:///{data_disk / 'db.sqlite3'}"
+    slug, job_path = _stored_with_a_queued_job(app_config)
+    lock = data_disk / "db.sqlite3.runner.lock"
+    lock.touch()
+    subprocess.run(["chattr", "+i", str(lock)], check=True)
+    try:
+        app_config["JOBS_EXECUTION"] = "thread"
+        app = create_app(app_config, run_jobs=True)
+        try:
+            client = app.test_client()
+            page = client.get(job_path)
+            assert page.status_code == 200 and b"Jobs cannot start right now" in page.data
+            refused = client.post(f"/c/{slug}/train", data={"vocab_size": "260"})
+            assert refused.status_code == 503 and b"Jobs cannot run right now" in refused.data
+            assert _count(app, TrainingJob) == 1
+            subprocess.run(["chattr", "-i", str(lock)], check=True)
+            wait_for(lambda: b'data-status="succeeded"' in client.get(f"{job_path}/status").data)
+            assert b"Jobs cannot start" not in client.get(job_path).data
+            assert client.post(f"/c/{slug}/train", data={"vocab_size": "260"}).status_code == 303
+        finally:
+            stop_runners(app)
+            app.extensions["bpe_db"].dispose()
+    finally:
+        subprocess.run(["chattr", "-i", str(lock)], check=False)

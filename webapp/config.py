@@ -37,8 +37,9 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
     "BPE_TRUSTED_HOSTS": (
         "TRUSTED_HOSTS",
         lambda v: [h.strip() for h in v.split(",") if h.strip()],
-        "Comma-separated host names the app answers to (Flask's TRUSTED_HOSTS; any other Host"
-        " header gets 400). Default: BPE_PUBLIC_URL's host, else localhost and 127.0.0.1.",
+        "Comma-separated host names the app answers to, in any case (like Flask's TRUSTED_HOSTS;"
+        " any other Host header gets 400). Default: BPE_PUBLIC_URL's host, else localhost,"
+        " 127.0.0.1 and ::1.",
     ),
     "BPE_MAX_UPLOAD_MB": (
         "MAX_UPLOAD_BYTES",

@@ -26,6 +26,13 @@ from webapp.storage.models import Corpus, TrainingJob
 bp = Blueprint("jobs", __name__)
 
 
+@bp.app_context_processor
+def _runner_state() -> dict[str, bool]:
+    """Every page that shows a job's status says when no job can start (the embedded runner's
+    lock cannot be written: webapp/jobs/embedded.py), rather than "waiting" forever."""
+    return {"jobs_unavailable": get_jobs().unavailable is not None}
+
+
 @bp.get("/c/<slug>/jobs/<int:job_id>")
 def show(slug: str, job_id: int) -> ResponseReturnValue:
     corpus, job = get_job_or_404(slug, job_id)

@@ -109,6 +109,7 @@ class JobBackend:
         owner_id: int | None = None,
     ) -> list[int]:
         """All of these trainings queued, or none (JobQueueFull, 429)."""
+        self.admit()
         job_ids = self.store.submit_many(corpus_id, settings, rerun_of=rerun_of, owner_id=owner_id)
         self.queued(TRAINING.name, job_ids)
         return job_ids
@@ -139,6 +140,12 @@ class JobBackend:
         return asked
 
     # ----- what each backend adds -----------------------------------------------------------
+    # Why no job can run now (the embedded runner's lock cannot be written), or None.
+    unavailable: str | None = None
+
+    def admit(self) -> None:
+        """Before any job row is written: UserError (503) when no job could run now."""
+
     def _dispatch(self, kind: JobKind, job_ids: list[int]) -> None:
         """New queued jobs exist (their rows are committed)."""
 

@@ -8,6 +8,9 @@ BPE_JOBS_RUNNING trainings and one job of each other kind at once.
   recover or interrupt anyone's jobs.
 - On start-up a job left `running` by a crash or kill becomes `interrupted` (it can be run
   again); `queued` jobs are simply picked up.
+- A lock that cannot even be opened (the folder is read-only, the disk full) does not stop
+  the server: pages are served, new jobs are refused with 503 (`admit`), and the runner thread
+  tries the lock again every LOCK_RETRY_SECONDS until it has it, or sees another process has.
 - Tests use the `manual` execution (nothing runs until `run_next()` trains the oldest queued job
   in the calling thread, in-process) or `inline` (`submit` runs the job before returning).
 """
@@ -26,11 +29,17 @@ from pathlib import Path
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
 from webapp.jobs.process import JobChild
+from webapp.refusals import UserError
 from webapp.storage import faults
 from webapp.storage.db import Database
 from webapp.storage.models import JobStatus
 
 log = logging.getLogger(__name__)
+LOCK_RETRY_SECONDS = 2.0
+NO_RUNNER = (
+    "Jobs cannot run right now: the server cannot write to its storage, so nothing was queued."
+    " Pages can still be viewed; try again later."
+)
 
 
 def runner_lock_path(database_url: str, instance_path: str) -> Path:
@@ -49,6 +58,8 @@ class RunnerLock:
         self._fd: int | None = None
 
     def acquire(self) -> bool:
+        """True when held; False when another process holds it; OSError when it cannot be
+        opened at all."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -98,6 +109,10 @@ class EmbeddedRunner(JobBackend):
         self._cancels_lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
+    def admit(self) -> None:
+        if self.unavailable is not None:
+            raise UserError(self.unavailable, status=503)
+
     def _dispatch(self, kind: JobKind, job_ids: list[int]) -> None:
         self._wake.set()
 
@@ -115,10 +130,35 @@ class EmbeddedRunner(JobBackend):
         """
         if self._thread is not None:
             return
-        if self.execution == "thread" and self._lock is not None and not self._lock.acquire():
+        if self.execution == "thread" and self._lock is not None:
+            held = self._try_lock()
+            if held is None:  # the runner thread keeps trying
+                self._start_thread()
+                return
+            if not held:
+                return
+        self._become_runner()
+
+    def _try_lock(self) -> bool | None:
+        """Take the runner lock: held, another process holds it (False), or it cannot be
+        opened (None, and `unavailable` says why)."""
+        assert self._lock is not None
+        try:
+            held = self._lock.acquire()
+        except OSError as exc:
+            if faults.classify(exc) is None:
+                raise
+            if self.unavailable is None:
+                log.warning("jobs cannot run until the runner lock can be written: %s", exc)
+            self.unavailable = NO_RUNNER
+            return None
+        self.unavailable = None
+        if not held:
             # The other gunicorn workers of the README's server, or a second server by mistake.
             log.info("another process runs this database's jobs (%s is locked)", self._lock.path)
-            return
+        return held
+
+    def _become_runner(self) -> None:
         try:
             self.recover()
         except Exception as exc:
@@ -128,10 +168,26 @@ class EmbeddedRunner(JobBackend):
             log.warning("jobs left running could not be marked interrupted: %s", exc)
         if self.execution != "thread":
             return
+        if self._thread is None:
+            self._start_thread()
+
+    def _start_thread(self) -> None:
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._loop, name="bpe-job-runner", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="bpe-job-runner", daemon=True)
         self._thread.start()
         atexit.register(self.stop)
+
+    def _run(self) -> None:
+        # Without the lock (it could not be opened): wait until it can be, then run.
+        while self.unavailable is not None:
+            if self._stopping.wait(LOCK_RETRY_SECONDS):
+                return
+            held = self._try_lock()
+            if held is False:
+                return  # another process took over: it runs the jobs
+            if held:
+                self._become_runner()
+        self._loop()
 
     def recover(self) -> int:
         """Every kind's jobs left `running` by a dead runner -> `interrupted`; how many."""

@@ -282,7 +282,8 @@ class Evaluations:
 
     def submit(self, *, tokenizer_id: int, corpus_id: int, owner_id: int | None = None) -> int:
         """Queue (or re-queue) this tokeniser on this corpus; EvaluationQueueFull (429) beyond
-        the limits, a 503 if the broker cannot take it."""
+        the limits, a 503 if the broker cannot take it or no job can run now."""
+        self.backend.admit()
         evaluation_id = self.rows.submit(
             tokenizer_id=tokenizer_id, corpus_id=corpus_id, owner_id=owner_id
         )

@@ -6,7 +6,6 @@ from typing import Any
 
 from flask import Flask, current_app, jsonify, render_template, request
 from flask.typing import ResponseReturnValue
-from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from webapp.refusals import UserError, human_bytes
@@ -74,8 +73,6 @@ def init_app(app: Flask) -> None:
     def _server_error(exc: InternalServerError) -> ResponseReturnValue:
         return error_response(500, "An unexpected error happened; it has been logged.")
 
-    @app.errorhandler(OSError)
-    @app.errorhandler(DBAPIError)
     def _storage_error(exc: Exception) -> ResponseReturnValue:
         """A full disk is 507 and an unwritable database 503; anything else is still a 500."""
         fault = faults.classify(exc)
@@ -83,3 +80,6 @@ def init_app(app: Flask) -> None:
             raise exc  # Flask's unhandled path: logged, then the 500 page above
         app.logger.warning("storage fault on %s %s: %s", request.method, request.path, exc)
         return error_response(fault.status, fault.message)
+
+    for kind in faults.FAULT_TYPES:
+        app.register_error_handler(kind, _storage_error)

@@ -1,9 +1,12 @@
 """What a public site needs on every request: trusted hosts, CSRF, a same-origin check and the
 security headers.
 
-- Hosts: Flask's TRUSTED_HOSTS refuses (400) any Host header not in the configured list, and
-  absolute URLs are built from BPE_PUBLIC_URL when it is set (`external_url`), so a forged Host
-  never ends up in a link.
+- Hosts: any Host header not in TRUSTED_HOSTS is refused (400), and absolute URLs are built
+  from BPE_PUBLIC_URL when it is set (`external_url`), so a forged Host never ends up in a
+  link. `TrustedHosts` checks it rather than werkzeug: host names are case-insensitive
+  (RFC 3986 3.2.2) and an IPv6 literal comes in brackets (`[::1]:5000`), and werkzeug's check
+  refuses both `LOCALHOST` and any bracketed address. Links built from the request's host
+  are lowercased by werkzeug, and the same-origin check compares lowercased origins.
 - State changes (POST, PUT, PATCH, DELETE) pass `check_state_change` before any view runs:
   first the same-origin check (`Sec-Fetch-Site`, else `Origin`), then
   - a request proving its owner with `Authorization: Bearer` carries no ambient credential, so
@@ -20,7 +23,10 @@ security headers.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,6 +67,55 @@ class Forbidden(UserError):
     status = 403
 
 
+# host[:port] as a Host header carries it: a name or IPv4 address, or an IPv6 one in brackets
+_HOST = re.compile(r"(?:\[(?P<ipv6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9.-]+))(?::(?P<port>[0-9]{1,5}))?")
+
+
+class TrustedHosts:
+    """The host names (and addresses) this site answers to, compared without regard to case or
+    port. An entry that starts with a dot trusts every subdomain too (`.example.org`), as
+    Flask's TRUSTED_HOSTS does; an IPv6 entry may be written with or without brackets."""
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        self.names: set[str] = set()
+        self.suffixes: set[str] = set()  # ".example.org" for the entry ".example.org"
+        self.addresses: set[ipaddress.IPv6Address] = set()
+        for entry in entries:
+            entry = entry.strip().lower()
+            address = _ipv6(entry.strip("[]")) or _ipv6(entry.partition("]")[0].lstrip("["))
+            if address is not None:
+                self.addresses.add(address)
+            elif entry.startswith("."):
+                self.suffixes.add(_idna(entry.partition(":")[0]))
+            elif entry:
+                self.names.add(_idna(entry.partition(":")[0]))
+
+    def allows(self, host: str) -> bool:
+        """Whether a Host header's `host[:port]` is one of these (the port is not compared)."""
+        match = _HOST.fullmatch(host.lower())
+        if match is None or (match["port"] and not 1 <= int(match["port"]) <= 65535):
+            return False
+        if match["ipv6"] is not None:
+            return _ipv6(match["ipv6"]) in self.addresses
+        name = match["name"]
+        return name in self.names or any(name.endswith(s) for s in self.suffixes)
+
+
+def _ipv6(text: str) -> ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.IPv6Address(text)
+    except ValueError:
+        return None
+
+
+def _idna(name: str) -> str:
+    """A configured name as a Host header would carry it (`bücher.example` -> `xn--...`)."""
+    try:
+        return name.encode("idna").decode("ascii")
+    except UnicodeError:
+        return name  # cannot be encoded: then no header can match it either
+
+
 def init_app(app: Flask) -> None:
     config = app.config
     # Checked ourselves in check_state_change (CSRFProtect's own hook would run on every POST,
@@ -78,6 +133,11 @@ def init_app(app: Flask) -> None:
             config["TRUSTED_HOSTS"] = [parts.hostname]
     if config.get("TRUSTED_HOSTS") is None:
         config["TRUSTED_HOSTS"] = list(LOOPBACK_HOSTS)
+    # Checked by `check_host` instead of Flask (werkzeug's check: see the module docstring).
+    app.extensions["bpe_trusted_hosts"] = TrustedHosts(config["TRUSTED_HOSTS"])
+    config["TRUSTED_HOSTS"] = None
+    # First of all the checks: no other hook (owners, CSRF) runs for a host refused anyway.
+    app.before_request_funcs.setdefault(None, []).insert(0, check_host)
     # The session cookie holds the CSRF token (and a new owner link until it is shown).
     if config.get("SESSION_COOKIE_SAMESITE") is None:
         config["SESSION_COOKIE_SAMESITE"] = "Lax"
@@ -116,6 +176,13 @@ def bearer_token() -> str | None:
     if scheme.lower() != "bearer":
         return None
     return token.strip()
+
+
+def check_host() -> None:
+    """A Host header this site does not answer to is refused (400, `_untrusted_host`)."""
+    trusted: TrustedHosts = current_app.extensions["bpe_trusted_hosts"]
+    if not trusted.allows(request.host):
+        raise SecurityError("untrusted host")
 
 
 def check_state_change() -> None:

@@ -7,10 +7,16 @@
   fails at once with "database is locked". On PostgreSQL a transaction-scoped advisory lock
   gives writes the same one-at-a-time order, so both back ends behave alike.
 - The schema comes only from the Alembic migrations in `migrations/`.
+- A SQLite file on read-only media (its folder remounted read-only, the files made immutable)
+  is still read: SQLite cannot open a WAL database there without its -shm file, so such a
+  connection opens it immutable (or read-only when a -wal is left to be read), and writes are
+  refused with SQLITE_READONLY (503, webapp/storage/faults.py). Once the file can be written
+  again, the pool drops those connections at their next checkout: no restart needed.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -21,10 +27,13 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 from sqlalchemy import CursorResult, create_engine, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql.dml import Update
+
+from webapp.storage import faults
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -109,11 +118,44 @@ def _make_engine(url: str, busy_timeout: float) -> Engine:
             if conn.get_execution_options().get("bpe_write"):
                 conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_WRITE_LOCK_KEY})")
 
+        @event.listens_for(engine, "handle_error")
+        def _pg_read_only(context: ExceptionContext) -> None:
+            # Read-only is a session's setting, fixed when it connects (a hot standby, or
+            # default_transaction_read_only): such a connection stays read-only after the
+            # database is writable again, so the pool lets it go rather than keep it.
+            if getattr(context.original_exception, "sqlstate", None) in faults.PG_READ_ONLY:
+                context.is_disconnect = True
+
         return engine
 
-    if url.startswith("sqlite:///") and ":memory:" not in url:
-        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_path(url)
+    if path is not None and not read_only_media(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": busy_timeout, "check_same_thread": False})
+
+    if path is not None and "?" not in url:  # a plain file path; URLs with options are left alone
+
+        @event.listens_for(engine, "do_connect")
+        def _sqlite_open(
+            _dialect: object, record: ConnectionPoolEntry, cargs: list[Any], cparams: dict[str, Any]
+        ) -> None:
+            if not read_only_media(path):
+                return
+            # No -wal to replay: nothing can change the file while it is read-only, so SQLite
+            # may skip the locks and the -shm it cannot create. A -wal left behind holds pages
+            # the file lacks, and is read through its -shm (which then exists) instead.
+            wal = Path(f"{path}-wal")
+            option = "mode=ro" if wal.exists() and wal.stat().st_size else "immutable=1"
+            cargs[0] = f"file:{path}?{option}"
+            cparams["uri"] = True
+            record.info["bpe_read_only"] = True
+
+        @event.listens_for(engine, "checkout")
+        def _sqlite_heal(
+            _dbapi: sqlite3.Connection, record: ConnectionPoolEntry, _proxy: object
+        ) -> None:
+            if record.info.get("bpe_read_only") and not read_only_media(path):
+                raise DisconnectionError("the database file can be written again")  # reconnect
 
     @event.listens_for(engine, "connect")
     def _sqlite_connect(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
@@ -192,6 +234,17 @@ def check_sqlite_file(url: str) -> None:
             f"bpe-workbench: the database file {path} is corrupt ({detail})."
             " Restore it from a backup, or move it away to start with an empty database."
         )
+
+
+def read_only_media(path: Path) -> bool:
+    """The SQLite file (or, when it does not exist yet, its folder) cannot be written: a
+    read-only mount, or an immutable file (access(2) refuses those even to root)."""
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return True
+    except FileNotFoundError:
+        return False
+    return path.exists() and not os.access(path, os.W_OK)
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -3,7 +3,10 @@ and what to tell the person (or the job) that hit them.
 
 Requests answer 507 (storage full) or 503 (database not writable, or busy past its timeout);
 a training job whose result cannot be stored ends `failed` with the same sentence. Both back
-ends are covered: SQLite reports through its result codes, PostgreSQL through SQLSTATEs.
+ends are covered: SQLite reports through its result codes, PostgreSQL through SQLSTATEs. The
+drivers' own exceptions count as well as SQLAlchemy's wrappers of them: the upload path writes
+through the raw connection (SQLite's blob I/O, PostgreSQL's COPY), whose errors SQLAlchemy
+never sees (`FAULT_TYPES` are the classes an error page should look at).
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ import sqlite3
 from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
+
+try:  # PostgreSQL support is an optional extra
+    from psycopg import Error as PsycopgError
+except ImportError:  # pragma: no cover - the CI installs every extra
+    PsycopgError = None  # type: ignore[assignment,misc]
 
 STORAGE_FULL = (
     "The server's storage is full, so nothing was saved. Try again later; what was already"
@@ -30,10 +38,23 @@ BUSY = "The database stayed busy for too long, so nothing was saved. Please try 
 
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _SQLITE_FULL = {sqlite3.SQLITE_FULL}
-_SQLITE_READONLY = {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM}
+# SQLITE_IOERR is what a write to a file that cannot be written (an immutable -wal or -shm,
+# a folder remounted read-only under a running server) reports; it heals when the file does.
+_SQLITE_READONLY = {
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_IOERR,
+}
 _SQLITE_BUSY = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 _PG_FULL = {"53100", "53200"}  # disk_full, out_of_memory
-_PG_READONLY = {"25006", "57P03"}  # read_only_sql_transaction, cannot_connect_now
+# read_only_sql_transaction (a hot standby, default_transaction_read_only), cannot_connect_now
+PG_READ_ONLY = {"25006", "57P03"}
+# Where a storage fault can surface: SQLAlchemy's wrappers, the drivers' own errors (raw
+# connection calls), and files (upload temp files, the job runner's lock).
+FAULT_TYPES: tuple[type[Exception], ...] = (OSError, DBAPIError, sqlite3.Error) + (
+    (PsycopgError,) if PsycopgError is not None else ()
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +92,7 @@ def _one(exc: BaseException) -> Fault | None:
     sqlstate = getattr(exc, "sqlstate", None)  # psycopg 3
     if sqlstate in _PG_FULL:
         return Fault(507, STORAGE_FULL)
-    if sqlstate in _PG_READONLY:
+    if sqlstate in PG_READ_ONLY:
         return Fault(503, NOT_WRITABLE)
     if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
         return Fault(507, STORAGE_FULL)

@@ -31,6 +31,7 @@ from sqlalchemy import ColumnElement, ScalarSelect, column, func, insert, select
 from sqlalchemy.orm import Session
 
 from webapp.refusals import UserError, human_bytes
+from webapp.storage import faults
 from webapp.storage.db import Database
 from webapp.storage.models import Corpus, CorpusPreview, CorpusStats, utcnow
 from webapp.storage.slugs import new_slug
@@ -131,7 +132,8 @@ def normalize_stream(stream: ByteReader, *, limit: int, tmp_dir: str) -> Normali
 def remove_leftovers(tmp_dir: str) -> int:
     """Delete upload temp files that no live process holds (a killed server left them).
 
-    Returns how many went. A file still locked belongs to an upload in progress elsewhere.
+    Returns how many went. A file still locked belongs to an upload in progress elsewhere. On
+    read-only media they stay (the server still starts).
     """
     removed = 0
     try:
@@ -151,9 +153,15 @@ def remove_leftovers(tmp_dir: str) -> int:
         except BlockingIOError:
             continue
         else:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.unlink(path)
                 removed += 1
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if faults.classify(exc) is None:
+                    raise
+                return removed  # a read-only folder: the next start-up with write access will
         finally:
             os.close(fd)
     return removed
