@@ -37,8 +37,11 @@ def _label(row: Tokenizer) -> str:
     if row.reference:
         return row.reference
     if row.source_format is not None:
-        name = row.name or row.source_name or row.source_filename or "imported"
-        return f"{name} · {row.vocab_size:,} tokens"
+        if row.name or row.source_name:
+            return f"{row.name or row.source_name} · {row.vocab_size:,} tokens"
+        # Every HF file is called tokenizer.json: the slug's start tells two of them apart.
+        name = row.source_filename or "imported"
+        return f"{name} · {row.vocab_size:,} tokens · #{row.slug[:6]}"
     corpus = f" · on {row.corpus.name}" if row.corpus is not None else ""
     own = f"{row.name} · " if row.name else ""
     return f"{own}{row.mode} · {row.vocab_size:,} tokens{corpus} · #{row.slug[:6]}"
