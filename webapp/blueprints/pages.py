@@ -7,17 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from flask import abort, render_template, request
+from werkzeug.datastructures import MultiDict
 
 import bpe
 from webapp.content import imports
-from webapp.content.sample import comparison_url, find_sample, sample_siblings
+from webapp.content.sample import DEMO_TEXT, comparison_url, find_sample, sample_siblings
 from webapp.jobs.settings import JobSettings, smallest_vocab
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.plumbing import owners
 from webapp.plumbing.security import Forbidden, external_url
-from webapp.rendering import evaluations
+from webapp.rendering import evaluations, model_counts
 from webapp.rendering.downloads import DOWNLOADS
-from webapp.storage import browse, db, listings
+from webapp.rendering.playground import Display, check_playground_text
+from webapp.storage import browse, db, listings, model_choices
 from webapp.storage.models import Corpus, TrainingJob
 from webapp.storage.uploads import PREVIEW_CHARS
 
@@ -103,14 +105,19 @@ def render_home(
     status: int = 200,
     form: dict[str, str] | None = None,
     import_error: str | None = None,
+    values: Any = None,
 ) -> tuple[str, int]:
-    """The home page, also re-rendered with an error when an upload or import is refused."""
+    """The home page, also re-rendered with an error when an upload or import is refused.
+    `values` (request args or form) hold the playground's text and model, if any."""
 
     session = db.session()
     owner_id = owners.current_owner_id()
     sample = find_sample(session)
     html = render_template(
         "home.html",
+        **home_playground(
+            values or MultiDict(), sample_ids=[t.id for t in sample.tokenizers.values()]
+        ),
         corpora=listings.recent_corpora(session, owner_id=owner_id),
         tokenizers=listings.recent_tokenizers(session, owner_id=owner_id),
         sample=sample,
@@ -121,6 +128,35 @@ def render_home(
         missing_models=imports.missing_references(session),
     )
     return html, status
+
+
+def home_playground(values: Any, *, sample_ids: list[int]) -> dict[str, Any]:
+    """The home page's text box, model picker, tokens and counts table (the page or its htmx
+    fragment, templates/_home_encoded.html). With no `text` sent, a demonstration text; a
+    `model` that is no live tokeniser's slug is a 404, text over the playground's limit a 413."""
+    session = db.session()
+    text = values.get("text", DEMO_TEXT)
+    check_playground_text(text)
+    display = Display.from_args(values)
+    choices = model_choices.ready_models(
+        session, owner_id=owners.current_owner_id(), site_ids=sample_ids
+    )
+    slug = (values.get("model") or "").strip()
+    picked = model_counts.pick_model(choices, browse.get_tokenizer(session, slug) if slug else None)
+    if picked is not None and picked.id not in {row.id for row in choices}:
+        choices = [picked, *choices]  # a model given by its link, not one of the list's own
+    return {
+        "home_text": text,
+        "home_display": display,
+        "home_choices": [(row, model_counts.model_label(row)) for row in choices],
+        "home_picked": picked,
+        "home_label": model_counts.model_label(picked) if picked else "",
+        "home_ticked": set(values.getlist("t")),  # kept ticked in the table's re-render
+        "home_encoded": (
+            model_counts.encode_picked(session, picked, text, display) if picked else None
+        ),
+        "home_table": model_counts.count_table(session, choices, text, specials=display.specials),
+    }
 
 
 def render_corpus(

@@ -13,6 +13,7 @@ special (`is_special` false), with the file's ids.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -259,9 +260,21 @@ def _cached(key: tuple[int, str], build: Callable[[], bpe.Tokenizer]) -> bpe.Tok
     tok = build()
     with _cache_lock:
         _cache[key] = tok
+        evicted = len(_cache) > _CACHE_SIZE
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
+        _out_of_the_collectors_way(evicted=evicted)
     return tok
+
+
+def _out_of_the_collectors_way(*, evicted: bool) -> None:
+    """A loaded tokeniser is millions of long-lived objects (GPT-4o's 200,000 tokens and their
+    tables) that every full garbage collection would walk again, 100 ms and more each time in
+    the middle of some request (benchmarks/home_counts.py). Frozen, the collector skips them.
+    An evicted one is handed back first, so that anything of it in a cycle can be freed."""
+    if evicted:
+        gc.unfreeze()
+    gc.freeze()
 
 
 class StoredTokenizerError(bpe.TokenizerFileError, UserError):
