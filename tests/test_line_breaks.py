@@ -57,3 +57,11 @@ def test_compare_counts_the_typed_text(client, make_tokenizer):
     as_sent = client.post(url, data={"text": SUBMITTED}, headers=HX).get_data(as_text=True)
     as_typed = client.post(url, data={"text": TYPED}, headers=HX).get_data(as_text=True)
     assert as_sent == as_typed
+
+
+def test_the_home_page_counts_the_typed_text(client, make_tokenizer):
+    tok = make_tokenizer((TYPED + "\r\n") * 20, vocab_size=280)
+    form = {"model": tok.slug}
+    as_sent = client.post("/encode", data={**form, "text": SUBMITTED}, headers=HX).text
+    as_typed = client.post("/encode", data={**form, "text": TYPED}, headers=HX).text
+    assert as_sent == as_typed

@@ -18,6 +18,7 @@ from flask.typing import ResponseReturnValue
 from webapp.blueprints.pages import home_playground, render_home
 from webapp.content.sample import find_sample
 from webapp.plumbing.htmx import is_fragment_request, page_or_fragment, refuse_in_place
+from webapp.plumbing.inputs import box_text
 from webapp.refusals import UserError
 from webapp.rendering.model_counts import picked_slugs
 from webapp.rendering.playground import check_playground_text
@@ -51,7 +52,7 @@ def encode() -> ResponseReturnValue:
 @bp.post("/encode/compare")
 def compare() -> ResponseReturnValue:
     """The counts table's ticked models, sent on to the compare page with the same text."""
-    text = request.form.get("text", "")
+    text = box_text(request.form)
     check_playground_text(text)
     session = db.session()
     slugs = [browse.get_tokenizer(session, s).slug for s in picked_slugs(request.form.getlist("t"))]

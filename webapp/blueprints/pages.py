@@ -15,6 +15,7 @@ from webapp.content.sample import DEMO_TEXT, comparison_url, find_sample, sample
 from webapp.jobs.settings import JobSettings, smallest_vocab
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.plumbing import owners
+from webapp.plumbing.inputs import box_text
 from webapp.plumbing.security import Forbidden, external_url
 from webapp.rendering import evaluations, model_counts
 from webapp.rendering.downloads import DOWNLOADS
@@ -135,7 +136,7 @@ def home_playground(values: Any, *, sample_ids: list[int]) -> dict[str, Any]:
     fragment, templates/_home_encoded.html). With no `text` sent, a demonstration text; a
     `model` that is no live tokeniser's slug is a 404, text over the playground's limit a 413."""
     session = db.session()
-    text = values.get("text", DEMO_TEXT)
+    text = box_text(values) if "text" in values else DEMO_TEXT
     check_playground_text(text)
     display = Display.from_args(values)
     choices = model_choices.ready_models(
