@@ -7,6 +7,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from bpe.patterns import PatternError
 from webapp.refusals import UserError, human_bytes
 from webapp.storage import faults
 
@@ -54,6 +55,13 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(UserError)
     def _user_error(exc: UserError) -> ResponseReturnValue:
         return error_response(exc.status, exc.message)
+
+    @app.errorhandler(PatternError)
+    def _pattern_error(exc: PatternError) -> ResponseReturnValue:
+        # A tokeniser's own split pattern refused or out of time on this text (bpe.patterns):
+        # the input cannot be used with it, whatever page asked.
+        message = str(exc)
+        return error_response(422, f"This text cannot be split: {message}.")
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> ResponseReturnValue:
