@@ -59,9 +59,10 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(PatternError)
     def _pattern_error(exc: PatternError) -> ResponseReturnValue:
         # A tokeniser's own split pattern refused or out of time on this text (bpe.patterns):
-        # the input cannot be used with it, whatever page asked.
-        message = str(exc)
-        return error_response(422, f"This text cannot be split: {message}.")
+        # answered as the UserError it is, so a blueprint's own handler (a playground's
+        # fragment in place) answers it where there is one.
+        refusal = UserError(f"This text cannot be split: {exc}.", status=422)
+        return app.handle_user_exception(refusal)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> ResponseReturnValue:
