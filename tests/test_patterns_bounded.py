@@ -147,6 +147,17 @@ def test_one_time_limit_covers_all_of_a_texts_segments():
     assert time.process_time() - started < split_seconds(len(text)) + CPU_MARGIN
 
 
+def test_the_scrubbers_segments_share_one_time_limit_too():
+    tok = bpe.Tokenizer(
+        mode="chunked", merges=[], pattern=SLIPS_PAST_PROBES, special_tokens={"<s>": 256}
+    )
+    text = ("q1" * 60 + "!<s>") * 40  # as in the test above
+    started = time.process_time()
+    with pytest.raises(PatternTimeout):
+        bpe.stepwise.encode_chunks(tok, text, allowed_special="all", merge_limit=0)
+    assert time.process_time() - started < split_seconds(len(text)) + CPU_MARGIN
+
+
 def test_a_hf_pre_tokenizer_split_is_bounded():
     step = bpe.pretokenize.SplitStep(SLIPS_PAST_PROBES, "all")
     pre = bpe.pretokenize.PreTokenizer(splits=(step,))
