@@ -224,6 +224,8 @@ _LAYOUT_FLAGS = re.compile(r"\(\?[a-zA-Z0-9^-]*[xV]")
 _NUMBER = re.compile(r"\d+")  # any decimal digits, not only ASCII: the bound must not be dodged
 _QUANTIFIER = re.compile(r"\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}")
 _POSIX_CLASS = re.compile(r"\[:\^?[A-Za-z_]+:\]")
+_INLINE_FLAGS = re.compile(r"\(\?[a-zA-Z0-9^-]+\)")
+_GROUP_OPENING = re.compile(r"\(\?(?:P?<\w+>|<[=!]|[=!>|:]|[a-zA-Z0-9^-]+:)")
 
 
 def _brace_numbers(pattern: str) -> list[int]:
@@ -269,9 +271,12 @@ def _weight(pattern: str) -> int:
         elif ch == "(" and pattern.startswith("(?#", i):
             close = pattern.find(")", i)
             i = len(pattern) if close == -1 else close + 1
+        elif ch == "(" and (flags := _INLINE_FLAGS.match(pattern, i)):
+            i = flags.end()  # `(?i)`: no group, nothing to match
         elif ch == "(":
             frames.append([0, 0])
-            i += 1
+            opening = _GROUP_OPENING.match(pattern, i)  # `(?:`, `(?P<name>`, `(?<=` ...
+            i = opening.end() if opening else i + 1
         elif ch == ")" and len(frames) > 1:
             atom(max(frames.pop()[0], 1))
             i += 1

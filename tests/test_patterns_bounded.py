@@ -30,6 +30,7 @@ from bpe.patterns import (
     PatternRefused,
     PatternTimeout,
     check_pattern,
+    check_pattern_size,
     split_chunks,
     split_seconds,
 )
@@ -91,6 +92,7 @@ def quick_and_small(seconds: float = 1.0) -> Iterator[None]:
         *((p, "at most 1,000 are allowed") for p in HUGE),
         ("a{١٠٠٠٠٠٠٠٠٠}", "1,000,000,000 times"),  # Arabic-Indic digits count too
         ("(?:(?:a{100}){100}){100}", "nest too deep"),
+        ("(?:a{1000}){11}", "about 11,000 items"),
         ("(?:[)]a{100}){1000}", "nest too deep"),  # a `)` in a set closes no group
         ("(?x)(?:a{100} # )\n){100}", "nest too deep"),  # verbose: the comment hides a `)`
         ("a" * (MAX_PATTERN_CHARS + 1), "at most 2,000 are allowed"),
@@ -121,6 +123,7 @@ def test_built_in_patterns_pass_the_checks_they_skip(pattern):
 def test_ordinary_custom_patterns_pass():
     for pattern in (r"\p{N}{1,3}|\p{L}+|\s+", r"[^\s]{1,1000}", r"(?i:[a-z]{2,5})|\d{3}|."):
         check_pattern(pattern)
+    check_pattern_size("(?:a{1000}){10}")  # exactly the bound: a group's `(?:` weighs nothing
 
 
 def test_a_split_past_its_time_limit_is_a_pattern_timeout():
