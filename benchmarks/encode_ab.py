@@ -8,6 +8,7 @@ printed, and the ids of both must be the same.
 
     .venv/bin/python benchmarks/encode_ab.py --old /path/to/main-checkout --corpus code --mode naive
     .venv/bin/python benchmarks/encode_ab.py --old ../main --new . --rounds 20
+    .venv/bin/python benchmarks/encode_ab.py --old ../main --pattern '\\p{L}+|\\p{N}|\\s+|.'
 
 The tokeniser: vocab 10,000 trained (by the new checkout) on the first 2 MB of the corpus; the
 text: the next 2 MB, as in `encode_vs_peers.py`. Needs `tiktoken`.
@@ -62,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", default="english_small", choices=CORPORA)
     parser.add_argument("--mode", default="chunked", choices=["naive", "chunked"])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--pattern",
+        default="gpt4",
+        help="split pattern: gpt4, gpt2 or a regex (one not built in splits under a time limit)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -75,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from bpe.formats import save
 
     train_text, text = two_windows(corpora_dir() / f"{args.corpus}.txt", 2 * MB)
-    tok = bpe.train(train_text, vocab_size=10_000, mode=args.mode, pattern="gpt4")
+    tok = bpe.train(train_text, vocab_size=10_000, mode=args.mode, pattern=args.pattern)
     with tempfile.TemporaryDirectory() as folder:
         save(tok, Path(folder) / "tok.json")
         write_tiktoken(tok, Path(folder) / "tok.tiktoken")

@@ -19,7 +19,15 @@ graph has no cycle, tests/test_layout_bpe.py):
 
 from bpe.formats import TokenizerFileError, from_dict, load, save, to_dict
 from bpe.model import END_OF_WORD, MODES, UNKNOWN, Tokenizer, TrainingStats
-from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN, resolve_pattern, split_chunks
+from bpe.patterns import (
+    GPT2_PATTERN,
+    GPT4_PATTERN,
+    PatternError,
+    PatternRefused,
+    PatternTimeout,
+    resolve_pattern,
+    split_chunks,
+)
 from bpe.training import DEFAULT_TRAINER, TRAINERS, train
 from bpe.training_types import MergeRecord, Progress, TrainingCancelled
 
@@ -32,6 +40,9 @@ __all__ = [
     "TRAINERS",
     "UNKNOWN",
     "MergeRecord",
+    "PatternError",
+    "PatternRefused",
+    "PatternTimeout",
     "Progress",
     "Tokenizer",
     "TokenizerFileError",

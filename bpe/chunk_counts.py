@@ -37,7 +37,13 @@ from pathlib import Path
 import regex
 
 from bpe.pacing import slices
-from bpe.patterns import GPT4_PATTERN, compile_pattern, split_chunks
+from bpe.patterns import (
+    GPT4_PATTERN,
+    compile_pattern,
+    findall_bounded,
+    finditer_bounded,
+    split_chunks,
+)
 from bpe.training_types import StopFn, TrainingCancelled
 
 # Below this many characters a second process costs more than it saves: it takes ~0.17 s to
@@ -61,11 +67,10 @@ def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) 
     """Each distinct chunk of text -> how often it occurs, in first-seen order (empty ones
     included, as the pattern yields them). With the GPT-4 pattern, should_stop is asked
     between blocks and TrainingCancelled(0) raised if it says so."""
-    compiled = compile_pattern(pattern)
-    if pattern != GPT4_PATTERN:
-        if compiled.groups:  # findall would give groups, not whole matches
-            return Counter(m.group() for m in compiled.finditer(text))
-        return Counter(compiled.findall(text))
+    if pattern != GPT4_PATTERN:  # under the split time limit, unless a built-in pattern
+        if compile_pattern(pattern).groups:  # findall would give groups, not whole matches
+            return Counter(m.group() for m in finditer_bounded(pattern, text))
+        return Counter(findall_bounded(pattern, text))
     if len(text) < PARALLEL_MIN_CHARS or (os.cpu_count() or 1) < 2:
         return _count_in_blocks(text, should_stop=should_stop)
     cut = _safe_cut(text, len(text) // 2)

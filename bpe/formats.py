@@ -38,7 +38,7 @@ from typing import Any, cast
 
 from bpe.model import ImportSource, Mode, Tokenizer, TrainingStats
 from bpe.modes import TrainingMode, get_mode, mode_names
-from bpe.patterns import compile_pattern
+from bpe.patterns import check_stored_pattern
 from bpe.pretokenize import KEEPS, PreTokenizer, SplitStep
 from bpe.rules import ImportedRule, get_rule, rule_names
 
@@ -263,7 +263,7 @@ def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
         if not isinstance(pattern, str) or not pattern:
             raise fail(f"a {mode} tokeniser needs its split pattern (a string)")
         try:
-            compile_pattern(pattern)
+            check_stored_pattern(pattern)
         except ValueError as exc:
             raise fail(str(exc)) from None
     elif pattern is not None:
@@ -392,7 +392,7 @@ def _imported_from_dict(data: dict[str, Any], mode: TrainingMode, fail: _Fail) -
         if not isinstance(pattern, str):
             raise fail("pattern must be a string or null")
         try:
-            compile_pattern(pattern)
+            check_stored_pattern(pattern)
         except ValueError as exc:
             raise fail(str(exc)) from None
     elif mode.uses_pattern and get_rule(rule).cuts_by_pattern:
@@ -497,7 +497,7 @@ def _check_pre_tokenizer(raw: Any, fail: _Fail) -> PreTokenizer | None:
         ):
             raise fail(f"a pre_tokenizer split needs a pattern and keep in {KEEPS}: {step!r:.80}")
         try:
-            compile_pattern(step["pattern"])
+            check_stored_pattern(step["pattern"])
         except ValueError as exc:
             raise fail(str(exc)) from None
         steps.append(SplitStep(step["pattern"], step["keep"]))

@@ -20,7 +20,13 @@ from typing import Any
 
 from bpe.formats import TokenizerFileError
 from bpe.model import ImportSource, Tokenizer
-from bpe.patterns import CL100K_PAT_STR, O200K_PAT_STR, R50K_PAT_STR, compile_pattern
+from bpe.patterns import (
+    BUILT_IN_PATTERNS,
+    CL100K_PAT_STR,
+    O200K_PAT_STR,
+    R50K_PAT_STR,
+    check_pattern,
+)
 from bpe.rank_rule import derive_merges
 
 # name -> (pat_str, special tokens, number of ranks in OpenAI's file)
@@ -114,30 +120,31 @@ def from_tiktoken(
 
     `pattern` is a preset name (see PRESETS) or a regex; it wins over the sidecar's pattern.
     """
-    ranks = parse_rank_file(raw, source=filename)
     name = sidecar.get("name") if sidecar else None
     specials = dict(sidecar["special_tokens"]) if sidecar else {}
-    if pattern:
-        preset = PRESETS.get(PRESET_ALIASES.get(pattern, pattern))
-        if preset is not None:
-            pat_str, preset_specials, preset_size = preset
-            if not specials and len(ranks) == preset_size:
-                specials = dict(preset_specials)
-            name = name or PRESET_ALIASES.get(pattern, pattern)
-        else:
-            pat_str = pattern
+    preset = PRESETS.get(PRESET_ALIASES.get(pattern, pattern)) if pattern else None
+    pat_str: str | None = None
+    if pattern and preset is not None:
+        pat_str = preset[0]
+        name = name or PRESET_ALIASES.get(pattern, pattern)
+    elif pattern:
+        pat_str = pattern
     elif sidecar:
         pat_str = sidecar["pat_str"]
-    else:
+    if pat_str is not None and pat_str not in BUILT_IN_PATTERNS:
+        try:  # before the rank file is read: a refused pattern costs nothing more
+            check_pattern(pat_str)
+        except ValueError as exc:
+            raise TokenizerFileError(f"{filename}: {exc}") from None
+    ranks = parse_rank_file(raw, source=filename)
+    if pat_str is None:
         raise TokenizerFileError(
             f"{filename} is a tiktoken rank file, which holds no split pattern: give the "
             f"pattern by name ({', '.join(PRESETS)}) or as a regex, or import it with its "
             "JSON sidecar"
         )
-    try:
-        compile_pattern(pat_str)
-    except ValueError as exc:
-        raise TokenizerFileError(f"{filename}: {exc}") from None
+    if preset is not None and not specials and len(ranks) == preset[2]:
+        specials = dict(preset[1])
     _check_specials(specials, ranks, filename)
     merges, _ = derive_merges(ranks)
     return Tokenizer(

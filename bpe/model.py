@@ -32,6 +32,7 @@ from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder
 from bpe.modes import END_OF_WORD, UNKNOWN, TrainingMode, get_mode, mode_names
 from bpe.modes.base import PieceEncoder
+from bpe.patterns import BUILT_IN_PATTERNS, split_deadline
 from bpe.pretokenize import PreTokenizer
 from bpe.rules import EncodingRule, get_rule
 from bpe.stitch import Stitcher, whole_tokens
@@ -281,6 +282,27 @@ class Tokenizer:
         >>> tok.encode("abaaab", merge_limit=1)
         [97, 98, 256, 97, 98]
         """
+        if not self._timed_splits:
+            return self._encode(text, allowed_special, merge_limit, engine)
+        with split_deadline(len(text)):  # one split time limit for all of the text's pieces
+            return self._encode(text, allowed_special, merge_limit, engine)
+
+    @cached_property
+    def _timed_splits(self) -> bool:
+        """Does encoding split with a pattern of the file's or the trainer's own (which runs
+        under a time limit), not only with the built-in ones?"""
+        patterns = [self.pattern] if self.pattern is not None else []
+        if self.pre_tokenizer is not None:
+            patterns += [step.pattern for step in self.pre_tokenizer.splits]
+        return any(pattern not in BUILT_IN_PATTERNS for pattern in patterns)
+
+    def _encode(
+        self,
+        text: str,
+        allowed_special: Literal["all"] | Iterable[str],
+        merge_limit: int | None,
+        engine: Engine,
+    ) -> list[int]:
         if merge_limit is not None and merge_limit < len(self.merges):
             return self.rule_object.encode_limited(self, text, merge_limit, allowed_special)
         allowed = self._allowed_specials(allowed_special)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bpe.patterns import compile_pattern
+from bpe.patterns import finditer_bounded, split_deadline
 
 Keep = Literal["matches", "all", "gaps"]
 KEEPS = ("matches", "all", "gaps")
@@ -43,7 +43,7 @@ class SplitStep:
         start = 0
         keep_gaps = self.keep != "matches"
         keep_matches = self.keep != "gaps"
-        for match in compile_pattern(self.pattern).finditer(text):
+        for match in finditer_bounded(self.pattern, text):
             if match.end() == match.start():
                 continue
             if keep_gaps and match.start() > start:
@@ -67,10 +67,13 @@ class PreTokenizer:
         >>> PreTokenizer(add_prefix_space=True, use_regex=True).pieces("hi there")
         [' hi', ' there']
         """
-        return list(self.iter_pieces(text))
+        with split_deadline(len(text)):  # one time limit for all the steps' splits
+            return list(self.iter_pieces(text))
 
     def iter_pieces(self, text: str) -> Iterator[str]:
-        """`pieces`, lazily: a whole corpus goes through without a list of all its pieces."""
+        """`pieces`, lazily: a whole corpus goes through without a list of all its pieces.
+        Each split has its own time limit (`bpe.patterns.split_seconds`), which counts the
+        caller's own time between pieces too (as `regex` does)."""
         pieces: Iterable[str] = [text] if text else []
         for step in self.splits:
             pieces = _cut_all(step, pieces)

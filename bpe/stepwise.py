@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal
 import regex
 
 from bpe.encoder import encode_ids
+from bpe.patterns import split_deadline
 
 if TYPE_CHECKING:
     from bpe.model import Tokenizer
@@ -85,6 +86,16 @@ def encode_chunks(
     >>> [c.ids for c in encode_chunks(tok, "abaaab", merge_limit=2)]
     [[97, 98, 257, 98]]
     """
+    with split_deadline(len(text)):  # one split time limit for all of the text's segments
+        return _encode_chunks(tok, text, allowed_special, merge_limit)
+
+
+def _encode_chunks(
+    tok: Tokenizer,
+    text: str,
+    allowed_special: Literal["all"] | Iterable[str],
+    merge_limit: int | None,
+) -> list[Chunk]:
     if tok.rule_object.imported:
         return _imported_chunks(tok, text, allowed_special, merge_limit)
     if merge_limit is not None and merge_limit < 0:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from bpe.modes.base import MULTIBYTE_SHARE, TrainingInput
 from bpe.modes.byte_symbols import ByteLevelMode, encode_chunks_joined, encode_in_pieces
-from bpe.patterns import compile_pattern, split_chunks
+from bpe.patterns import finditer_bounded, split_chunks
 
 if TYPE_CHECKING:
     from bpe.model import Tokenizer
@@ -30,18 +30,17 @@ class ChunkedMode(ByteLevelMode):
         return split_chunks(text, pattern or "")
 
     def iter_split(self, text: str, pattern: str | None) -> Iterator[str]:
-        compiled = compile_pattern(pattern or "")
-        return (m.group() for m in compiled.finditer(text) if m.end() > m.start())
+        matches = finditer_bounded(pattern or "", text)
+        return (m.group() for m in matches if m.end() > m.start())
 
     def split_pattern(self, pattern: str | None) -> str | None:
         return pattern
 
     def spans(self, text: str, start: int, end: int, pattern: str | None) -> list[tuple[int, int]]:
         # On the slice, exactly as `split_chunks` (and so `Tokenizer.encode`) cuts it.
-        compiled = compile_pattern(pattern or "")
         return [
             (start + m.start(), start + m.end())
-            for m in compiled.finditer(text[start:end])
+            for m in finditer_bounded(pattern or "", text[start:end])
             if m.end() > m.start()
         ]
 

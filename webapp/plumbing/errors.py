@@ -8,6 +8,7 @@ from flask import Flask, current_app, jsonify, render_template, request
 from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from bpe.patterns import PatternError
 from webapp.refusals import UserError, human_bytes
 from webapp.storage import faults
 
@@ -62,6 +63,14 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(UserError)
     def _user_error(exc: UserError) -> ResponseReturnValue:
         return error_response(exc.status, exc.message)
+
+    @app.errorhandler(PatternError)
+    def _pattern_error(exc: PatternError) -> ResponseReturnValue:
+        # A tokeniser's own split pattern refused or out of time on this text (bpe.patterns):
+        # answered as the UserError it is, so a blueprint's own handler (a playground's
+        # fragment in place) answers it where there is one.
+        refusal = UserError(f"This text cannot be split: {exc}.", status=422)
+        return app.handle_user_exception(refusal)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> ResponseReturnValue:
