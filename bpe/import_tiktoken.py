@@ -109,6 +109,29 @@ def parse_sidecar(raw: bytes | str, *, source: str = "the sidecar") -> dict[str,
     }
 
 
+def check_given_pattern(
+    pattern: str | None, sidecar: dict[str, Any] | None, *, filename: str
+) -> str | None:
+    """The split regex an import would use (`pattern`, a preset name or a regex, over the
+    sidecar's `pat_str`), checked as every pattern entering the site is (`bpe.patterns`); a
+    TokenizerFileError naming why if refused. Callers that queue the import for later (the web
+    app) call it first, so a bad pattern is refused at once."""
+    preset = PRESETS.get(PRESET_ALIASES.get(pattern, pattern)) if pattern else None
+    pat_str: str | None = None
+    if pattern and preset is not None:
+        pat_str = preset[0]
+    elif pattern:
+        pat_str = pattern
+    elif sidecar:
+        pat_str = sidecar["pat_str"]
+    if pat_str is not None and pat_str not in BUILT_IN_PATTERNS:
+        try:
+            check_pattern(pat_str)
+        except ValueError as exc:
+            raise TokenizerFileError(f"{filename}: {exc}") from None
+    return pat_str
+
+
 def from_tiktoken(
     raw: bytes,
     *,
@@ -123,19 +146,10 @@ def from_tiktoken(
     name = sidecar.get("name") if sidecar else None
     specials = dict(sidecar["special_tokens"]) if sidecar else {}
     preset = PRESETS.get(PRESET_ALIASES.get(pattern, pattern)) if pattern else None
-    pat_str: str | None = None
     if pattern and preset is not None:
-        pat_str = preset[0]
         name = name or PRESET_ALIASES.get(pattern, pattern)
-    elif pattern:
-        pat_str = pattern
-    elif sidecar:
-        pat_str = sidecar["pat_str"]
-    if pat_str is not None and pat_str not in BUILT_IN_PATTERNS:
-        try:  # before the rank file is read: a refused pattern costs nothing more
-            check_pattern(pat_str)
-        except ValueError as exc:
-            raise TokenizerFileError(f"{filename}: {exc}") from None
+    # before the rank file is read: a refused pattern costs nothing more
+    pat_str = check_given_pattern(pattern, sidecar, filename=filename)
     ranks = parse_rank_file(raw, source=filename)
     if pat_str is None:
         raise TokenizerFileError(

@@ -35,6 +35,8 @@ from flask.typing import ResponseReturnValue
 from werkzeug.datastructures import FileStorage
 
 import bpe
+from bpe.formats import TokenizerFileError
+from bpe.import_tiktoken import check_given_pattern, parse_sidecar
 from bpe.importers import import_bytes
 from webapp.blueprints.pages import render_home
 from webapp.content.imports import store_upload
@@ -180,6 +182,11 @@ def _read_request() -> dict[str, Any]:
     side = request.files.get("sidecar")
     sidecar = _read_limited(side, 1024 * 1024, "sidecar") if side and side.filename else None
     pattern = (request.form.get("pattern_regex") or request.form.get("pattern") or "").strip()
+    try:  # the split pattern is refused now, not once the queued job reads the file
+        given = parse_sidecar(sidecar, source="the sidecar") if sidecar else None
+        check_given_pattern(pattern or None, given, filename=upload.filename[:255])
+    except TokenizerFileError as exc:
+        raise UserError(str(exc), status=422) from None
     return {
         "raw": raw,
         "filename": upload.filename[:255],

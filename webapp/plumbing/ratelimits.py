@@ -87,6 +87,8 @@ READS_BY_POST = (
     "tokenizers.encode",
     "tokenizers.why",
     "compare.encode",
+    "home.encode",
+    "home.compare",  # the counts table's ticked models, sent on to the compare page
 )
 OWNERS_SCOPE = "owners"
 OWNERS_NOUN = "new owners (a first upload, job or share without an owner token)"
