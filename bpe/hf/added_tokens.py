@@ -1,0 +1,137 @@
+"""HF's added tokens: found in the text before anything else, each one becoming its own id.
+
+Tokens with `normalized: false` are looked for in the raw text; the rest of the text is then
+normalized, and the tokens with `normalized: true` (their content normalized the same way) are
+looked for in it. At each place the longest token that starts there wins (leftmost first).
+Flags, as `tokenizers` applies them to a match:
+- `single_word`: the match counts only with no word character (`\\w`) right before or after it;
+- `lstrip` / `rstrip`: the whitespace before / after the match is swallowed into the token;
+- `special`: only matters for decoding (skipped on request) and for which tokens `encode`
+  looks for (`bpe.Tokenizer.encode`'s `allowed_special`); other added tokens always match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from bpe.hf.errors import Malformed
+from bpe.patterns import compile_pattern
+
+Segment = tuple[str, int | None, bool]  # (text, the added token's id or None, at the origin)
+
+_WORD_BEFORE = compile_pattern(r"\w\Z")
+_WORD_AFTER = compile_pattern(r"\A\w")
+_SPACE = compile_pattern(r"\p{White_Space}")
+
+
+@dataclass(frozen=True)
+class AddedToken:
+    content: str
+    id: int
+    special: bool = False
+    single_word: bool = False
+    lstrip: bool = False
+    rstrip: bool = False
+    normalized: bool = False
+
+    @classmethod
+    def from_json(cls, raw: Any, token_id: int) -> AddedToken:
+        if not isinstance(raw, dict) or not isinstance(raw.get("content"), str):
+            raise Malformed("an added token needs its content")
+        special = bool(raw.get("special", False))
+        return cls(
+            content=raw["content"],
+            id=token_id,
+            special=special,
+            single_word=bool(raw.get("single_word", False)),
+            lstrip=bool(raw.get("lstrip", False)),
+            rstrip=bool(raw.get("rstrip", False)),
+            normalized=bool(raw.get("normalized", not special)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "content": self.content,
+            "special": self.special,
+            "single_word": self.single_word,
+            "lstrip": self.lstrip,
+            "rstrip": self.rstrip,
+            "normalized": self.normalized,
+        }
+
+
+class _Trie:
+    """The tokens of one kind (raw or normalized), longest first in one alternation."""
+
+    def __init__(self, tokens: dict[str, AddedToken]) -> None:
+        self.tokens = tokens
+        ordered = sorted(tokens, key=lambda t: (-len(t), t))
+        self.pattern = (
+            compile_pattern("|".join(regex.escape(t) for t in ordered)) if ordered else None
+        )
+
+    def split(self, text: str, at_origin: bool, skip: Collection[int]) -> list[Segment]:
+        if self.pattern is None or not text:
+            return [(text, None, at_origin)]
+        out: list[Segment] = []
+        taken = 0  # where the text not yet given out starts
+        for match in self.pattern.finditer(text):
+            token = self.tokens[match.group()]
+            if token.id in skip:
+                continue
+            start, stop = match.span()
+            if start < taken:
+                continue  # swallowed by the previous token's rstrip
+            if token.single_word and (
+                _WORD_BEFORE.search(text, 0, start) or _WORD_AFTER.match(text, stop)
+            ):
+                continue
+            if token.lstrip:
+                while start > taken and _SPACE.match(text[start - 1]):
+                    start -= 1
+            if token.rstrip:
+                while stop < len(text) and _SPACE.match(text[stop]):
+                    stop += 1
+            if start > taken:
+                out.append((text[taken:start], None, at_origin and taken == 0))
+            out.append((text[start:stop], token.id, False))
+            taken = stop
+        if taken < len(text):
+            out.append((text[taken:], None, at_origin and taken == 0))
+        return out
+
+
+class AddedVocabulary:
+    def __init__(
+        self, tokens: list[AddedToken], normalize: Callable[[str], str] | None = None
+    ) -> None:
+        self.tokens = tokens
+        self.normalize = normalize
+        self.by_id = {t.id: t for t in tokens}
+        raw: dict[str, AddedToken] = {}
+        normed: dict[str, AddedToken] = {}
+        for token in tokens:
+            if token.normalized and normalize is not None:
+                normed.setdefault(normalize(token.content), token)
+            elif token.normalized:
+                normed.setdefault(token.content, token)
+            else:
+                raw.setdefault(token.content, token)
+        self._raw = _Trie(raw)
+        self._normalized = _Trie(normed)
+
+    def segments(self, text: str, skip: Collection[int] = ()) -> list[Segment]:
+        """The text cut around added tokens (not those in `skip`), the rest normalized."""
+        out: list[Segment] = []
+        for piece, token_id, at_origin in self._raw.split(text, True, skip):
+            if token_id is not None:
+                out.append((piece, token_id, False))
+                continue
+            normalized = self.normalize(piece) if self.normalize is not None else piece
+            out.extend(self._normalized.split(normalized, at_origin, skip))
+        return [s for s in out if s[0] or s[1] is not None]
