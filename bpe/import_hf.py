@@ -30,7 +30,7 @@ from typing import Any
 from bpe.byte_level import byte_level_bytes
 from bpe.formats import TokenizerFileError, parse_json
 from bpe.hf.errors import Malformed, Unsupported
-from bpe.hf.pipeline import from_file
+from bpe.hf.pipeline import from_file, number_added_tokens
 from bpe.model import ImportSource, Tokenizer
 from bpe.patterns import compile_pattern
 from bpe.pretokenize import BYTE_LEVEL_PATTERN, PreTokenizer, SplitStep
@@ -264,53 +264,23 @@ def _check_post_processor(raw: Any, filename: str) -> None:
 
 
 def _added_tokens(raw: Any, vocab: dict[str, int], filename: str) -> dict[str, int]:
-    """content -> id, numbered as `tokenizers` numbers them, which must be the file's ids.
-
-    `tokenizers` gives an added token the model's id when the model's vocabulary has its
-    content, and otherwise the next id from the model's vocabulary size on; the ids written in
-    `added_tokens` are only checked (with a warning). A file whose ids disagree is refused, so
-    the ids shown here are the ids both libraries give.
-    """
-    if not isinstance(raw, list):
-        raise TokenizerFileError(f"{filename}: added_tokens must be a list")
-    model_size = len(vocab)
-    model_ids = set(vocab.values())
-    assigned: dict[str, int] = {}
-    for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
-            raise TokenizerFileError(f"{filename}: an added token needs its content")
-        content = entry["content"]
-        for flag in ("lstrip", "rstrip", "single_word"):
-            if entry.get(flag):
-                raise _refuse(
-                    filename,
-                    f"{flag} on the added token {content!r:.40}",
-                    "it changes where it matches",
-                )
-        if not content or content in assigned:
-            continue
-        if content in vocab:
-            token_id = vocab[content]
-        elif not assigned:
-            token_id = model_size
-        else:
-            highest = max(assigned.values())
-            token_id = highest + 1 if highest >= model_size or model_size == 0 else model_size
-        if content not in vocab and token_id in model_ids:
+    """content -> id, numbered as `tokenizers` numbers them (`bpe.hf.pipeline`); tokens that
+    always match (not special) or match by other rules (flags) need the whole pipeline."""
+    try:
+        numbered = number_added_tokens(raw, vocab)
+    except Unsupported as exc:
+        raise _refuse(filename, exc.part, exc.why) from None
+    except Malformed as exc:
+        raise TokenizerFileError(f"{filename}: {exc}") from None
+    for token in numbered:
+        flags = [f for f in ("lstrip", "rstrip", "single_word") if getattr(token, f)]
+        if flags or not token.special:
             raise _refuse(
                 filename,
-                f"the added token {content!r:.40}",
-                f"tokenizers numbers it {token_id}, an id the model's vocabulary already uses",
+                f"{(flags or ['special: false'])[0]} on the added token {token.content!r:.40}",
+                "it changes where it matches",
             )
-        written = entry.get("id")
-        if written != token_id:
-            raise _refuse(
-                filename,
-                f"the id {written!r} of the added token {content!r:.40}",
-                f"tokenizers ignores it and gives the token id {token_id}; write that id",
-            )
-        assigned[content] = token_id
-    return assigned
+    return {token.content: token.id for token in numbered}
 
 
 def _merges(

@@ -23,8 +23,7 @@ from bpe.patterns import compile_pattern
 
 Segment = tuple[str, int | None, bool]  # (text, the added token's id or None, at the origin)
 
-_WORD_BEFORE = compile_pattern(r"\w\Z")
-_WORD_AFTER = compile_pattern(r"\A\w")
+_WORD = compile_pattern(r"\w")
 _SPACE = compile_pattern(r"\p{White_Space}")
 
 
@@ -88,7 +87,7 @@ class _Trie:
             if start < taken:
                 continue  # swallowed by the previous token's rstrip
             if token.single_word and (
-                _WORD_BEFORE.search(text, 0, start) or _WORD_AFTER.match(text, stop)
+                (start > 0 and _WORD.match(text, start - 1)) or _WORD.match(text, stop)
             ):
                 continue
             if token.lstrip:

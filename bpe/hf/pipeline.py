@@ -67,7 +67,14 @@ class HfPipeline:
         self.model = BpeModel(vocab, merges, options)
         self.added = AddedVocabulary(added_tokens, self.normalizer)
         self._strings = {i: s for s, i in vocab.items()}
-        self._strings.update({t.id: t.content for t in added_tokens})
+        # `tokenizers` spells a normalized added token by its normalized content when decoding.
+        normalize = self.normalizer
+        self._strings.update(
+            {
+                t.id: normalize(t.content) if t.normalized and normalize else t.content
+                for t in added_tokens
+            }
+        )
         self._added_text = {t.content: t.id for t in added_tokens}
         self._special_ids = frozenset(t.id for t in added_tokens if t.special)
 

@@ -1,0 +1,129 @@
+"""Five real models' tokenizer.json files imported here give exactly HF `tokenizers`' ids, with
+and without the model's own special tokens, and decode to exactly its text.
+
+The files are not in the repository: `model_dir()` finds them in the directory named by
+BPE_MODEL_TOKENIZERS_DIR, else `model-tokenizers/` in the checkout (gitignored); without them
+the tests skip, naming the script that fetches them.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bpe import formats
+from bpe.importers import import_path
+from bpe.model import Tokenizer
+from tests.reference_files import CORPORA, CORPORA_DIR, REPO
+from tests.strategies import TEXTS
+
+tokenizers = pytest.importorskip("tokenizers")
+
+MODELS = ("llama3", "gptoss", "qwen3", "deepseek_v3", "llama2")
+SCRIPT_NAME = "../shared/model-tokenizers/make_model_tokenizers.sh"
+SLICE = 4000  # characters of each corpus, taken from three places
+
+
+def model_path(name: str) -> Path:
+    directory = Path(os.environ.get("BPE_MODEL_TOKENIZERS_DIR", REPO / "model-tokenizers"))
+    path = directory / name / "tokenizer.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is missing: build it with {SCRIPT_NAME} {directory}")
+    return path
+
+
+@cache
+def _loaded(name: str) -> tuple[Tokenizer, object]:
+    path = model_path(name)
+    return import_path(path), tokenizers.Tokenizer.from_file(str(path))
+
+
+def loaded(name: str) -> tuple[Tokenizer, object]:
+    model_path(name)  # skips before the cache remembers a failure
+    return _loaded(name)
+
+
+def samples() -> list[str]:
+    out = []
+    for corpus in CORPORA:
+        path = CORPORA_DIR / corpus
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        for start in (0, len(text) // 2, max(len(text) - SLICE, 0)):
+            out.append(text[start : start + SLICE])
+    return out
+
+
+ODD = [
+    "",
+    " ",
+    "  two leading spaces",
+    "<s>hi</s> <unk> <|endoftext|><|im_start|>x",
+    "tabs\tand\r\nnewlines\n\n\n",
+    "combining e\u0301 and precomposed \u00e9, ligature \ufb01, \u0130stanbul",
+    "emoji \U0001f600\U0001f469\u200d\U0001f4bb and controls \x00\x01\x7f",
+    "a\u2581b \u2581\u2581 metaspace characters",
+    "12345678901234567890 \u0661\u0662\u0663",
+]
+
+
+def check(tok: Tokenizer, hf: object, text: str) -> None:
+    for add in (False, True):
+        want = hf.encode(text, add_special_tokens=add).ids  # type: ignore[attr-defined]
+        got = tok.encode(text, allowed_special="all", add_special_tokens=add)
+        assert got == want, (text[:80], add)
+        assert tok.decode(got) == hf.decode(want, skip_special_tokens=False)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_corpus_samples_match_tokenizers(name: str) -> None:
+    tok, hf = loaded(name)
+    texts = samples()
+    assert texts, f"no corpora under {CORPORA_DIR}"
+    for text in [*texts, *ODD]:
+        check(tok, hf, text)
+
+
+@pytest.mark.parametrize("name", MODELS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(TEXTS, st.text(max_size=60)))
+def test_any_text_matches_tokenizers(name: str, text: str) -> None:
+    tok, hf = loaded(name)
+    check(tok, hf, text)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_special_tokens_stay_text_unless_allowed(name: str) -> None:
+    """`allowed_special=()` (the default) is HF's `split_special_tokens=True`: the special
+    added tokens are text; the non-special ones still match."""
+    tok, _ = loaded(name)
+    path = model_path(name)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    hf.encode_special_tokens = True
+    for text in ODD:
+        assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek_v3", "llama2"])
+def test_saved_and_loaded_pipeline_keeps_ids(name: str) -> None:
+    tok, hf = loaded(name)
+    again = formats.loads(formats.dumps(tok))
+    parts = formats.from_parts(formats.header_dict(tok), **formats.bulk_parts(tok))
+    text = samples()[0] + ODD[3]
+    for loaded_again in (again, parts):
+        check(loaded_again, hf, text)
+
+
+def test_llama2_tokens_keep_their_text() -> None:
+    """Llama 2's vocabulary is not byte-level: a token holds the UTF-8 of its text."""
+    tok, hf = loaded("llama2")
+    hello = hf.token_to_id("\u2581Hello")  # type: ignore[attr-defined]
+    assert tok.token_bytes(hello) == "\u2581Hello".encode()
+    assert tok.encode("Hello", add_special_tokens=True) == [1, hello]
+    assert tok.decode([1, hello]) == "<s> Hello"
