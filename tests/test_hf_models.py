@@ -99,6 +99,18 @@ def test_any_text_matches_tokenizers(name: str, text: str) -> None:
 
 
 @pytest.mark.parametrize("name", MODELS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_ids_decode_like_tokenizers(name: str, data: st.DataObject) -> None:
+    """Ids that no text gives too: broken byte sequences, specials anywhere, lone `▁`."""
+    tok, hf = loaded(name)
+    byte_tokens = [i for i in range(300) if tok.id_to_token(i).startswith("<0x")]
+    any_id = st.sampled_from(sorted(tok.vocab))
+    ids = data.draw(st.lists(st.one_of(any_id, st.sampled_from(byte_tokens or [0])), max_size=12))
+    assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", MODELS)
 def test_special_tokens_stay_text_unless_allowed(name: str) -> None:
     """`allowed_special=()` (the default) is HF's `split_special_tokens=True`: the special
     added tokens are text; the non-special ones still match."""

@@ -179,8 +179,14 @@ TEXT = st.lists(
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
-@given(raw=tokenizer_files(), texts=st.lists(TEXT, min_size=1, max_size=6))
-def test_composed_files_encode_and_decode_like_tokenizers(raw: str, texts: list[str]) -> None:
+@given(
+    raw=tokenizer_files(),
+    texts=st.lists(TEXT, min_size=1, max_size=6),
+    id_lists=st.lists(st.lists(st.integers(0, 10_000), max_size=10), max_size=3),
+)
+def test_composed_files_encode_and_decode_like_tokenizers(
+    raw: str, texts: list[str], id_lists: list[list[int]]
+) -> None:
     hf = Tokenizer.from_str(raw)
     tok = import_bytes(raw.encode(), filename="composed.json")
     again = formats.loads(formats.dumps(tok))
@@ -194,3 +200,6 @@ def test_composed_files_encode_and_decode_like_tokenizers(raw: str, texts: list[
             assert again.encode(text, allowed_special="all", add_special_tokens=add) == want
         ids = hf.encode(text).ids
         assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), text
+    for ids in id_lists:  # ids no text gives: bytes that are not UTF-8, lone marks
+        ids = [i % hf.get_vocab_size() for i in ids]
+        assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), ids

@@ -21,7 +21,9 @@ import regex
 from bpe.hf.errors import Malformed
 from bpe.patterns import compile_pattern
 
-Segment = tuple[str, int | None, bool]  # (text, the added token's id or None, at the origin)
+# (text, the added token's id or None, how many leading characters stand for the input's first
+# one: `bpe.hf.pre_tokenizers`' `origin`)
+Segment = tuple[str, int | None, int]
 
 _WORD = compile_pattern(r"\w")
 _SPACE = compile_pattern(r"\p{White_Space}")
@@ -74,9 +76,9 @@ class _Trie:
             compile_pattern("|".join(regex.escape(t) for t in ordered)) if ordered else None
         )
 
-    def split(self, text: str, at_origin: bool, skip: Collection[int]) -> list[Segment]:
+    def split(self, text: str, origin: int, skip: Collection[int]) -> list[Segment]:
         if self.pattern is None or not text:
-            return [(text, None, at_origin)]
+            return [(text, None, origin)]
         out: list[Segment] = []
         taken = 0  # where the text not yet given out starts
         for match in self.pattern.finditer(text):
@@ -84,8 +86,9 @@ class _Trie:
             if token.id in skip:
                 continue
             start, stop = match.span()
-            if start < taken:
-                continue  # swallowed by the previous token's rstrip
+            # A match inside the whitespace the previous token's rstrip swallowed still counts
+            # (`tokenizers` emits it), its text given out once.
+            start = max(start, taken)
             if token.single_word and (
                 (start > 0 and _WORD.match(text, start - 1)) or _WORD.match(text, stop)
             ):
@@ -97,11 +100,11 @@ class _Trie:
                 while stop < len(text) and _SPACE.match(text[stop]):
                     stop += 1
             if start > taken:
-                out.append((text[taken:start], None, at_origin and taken == 0))
-            out.append((text[start:stop], token.id, False))
-            taken = stop
+                out.append((text[taken:start], None, max(0, min(origin, start) - taken)))
+            out.append((text[start:stop], token.id, 0))
+            taken = max(stop, taken)
         if taken < len(text):
-            out.append((text[taken:], None, at_origin and taken == 0))
+            out.append((text[taken:], None, max(0, origin - taken)))
         return out
 
 
@@ -127,10 +130,15 @@ class AddedVocabulary:
     def segments(self, text: str, skip: Collection[int] = ()) -> list[Segment]:
         """The text cut around added tokens (not those in `skip`), the rest normalized."""
         out: list[Segment] = []
-        for piece, token_id, at_origin in self._raw.split(text, True, skip):
+        for piece, token_id, origin in self._raw.split(text, 1, skip):
             if token_id is not None:
-                out.append((piece, token_id, False))
+                out.append((piece, token_id, 0))
                 continue
-            normalized = self.normalize(piece) if self.normalize is not None else piece
-            out.extend(self._normalized.split(normalized, at_origin, skip))
+            normalize = self.normalize
+            if normalize is None:
+                out.extend(self._normalized.split(piece, origin, skip))
+                continue
+            # What the input's first character became (a prepended mark included).
+            first = len(normalize(piece[:1])) if origin else 0
+            out.extend(self._normalized.split(normalize(piece), first, skip))
         return [s for s in out if s[0] or s[1] is not None]

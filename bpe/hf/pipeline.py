@@ -111,13 +111,13 @@ class HfPipeline:
 
     def _words(self, text: str, skip: Collection[int]) -> Iterable[tuple[str, int | None]]:
         chain = self.pre_tokenizer
-        for segment, token_id, at_origin in self.added.segments(text, skip):
+        for segment, token_id, origin in self.added.segments(text, skip):
             if token_id is not None:
                 yield segment, token_id
             elif chain is None:
                 yield segment, None
             else:
-                for word in chain.words(segment, at_origin):
+                for word in chain.words(segment, origin):
                     yield word, None
 
     def pieces(self, text: str) -> list[str]:

@@ -4,9 +4,11 @@ Supported: ByteLevel (add_prefix_space, use_regex), Split (String or Regex patte
 behavior, invert), Metaspace (replacement, prepend_scheme, split), Whitespace, WhitespaceSplit,
 Punctuation, Digits (individual_digits), CharDelimiterSplit and Sequence.
 
-A word is `(text, at_origin)`: `at_origin` says the word starts where the whole input starts,
-which is what Metaspace's `prepend_scheme="first"` asks. Empty words are dropped after every
-step, as `tokenizers` drops them.
+A word is `(text, origin)`: `origin` counts the word's leading characters that stand for the
+input's first character (`tokenizers` aligns every character to the original text, and a
+prepended `▁` or space takes the alignment of the character it is put before). Metaspace's
+`prepend_scheme="first"` prepends to the words with `origin > 0`. Empty words are dropped after
+every step, as `tokenizers` drops them.
 
 How a split keeps its pieces (`tokenizers`' SplitDelimiterBehavior), for the matches of a
 pattern and the stretches between them:
@@ -29,7 +31,7 @@ from bpe.hf.errors import Malformed, Unsupported, pattern_regex, type_of
 from bpe.patterns import compile_pattern
 from bpe.pretokenize import BYTE_LEVEL_PATTERN
 
-Word = tuple[str, bool]  # (text, starts at the input's first character)
+Word = tuple[str, int]  # (text, how many leading characters stand for the input's first)
 Span = tuple[int, int, bool]  # (start, end, is a match)
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
@@ -100,11 +102,13 @@ class Splitter:
     invert: bool = False
 
     def __call__(self, word: Word) -> list[Word]:
-        text, at_origin = word
+        text, origin = word
         spans = find_spans(text, self.pattern)
         if self.invert:
             spans = [(s, e, not m) for s, e, m in spans]
-        return [(text[s:e], at_origin and s == 0) for s, e in apply_behavior(spans, self.behavior)]
+        return [
+            (text[s:e], max(0, min(origin, e) - s)) for s, e in apply_behavior(spans, self.behavior)
+        ]
 
 
 @dataclass(frozen=True)
@@ -113,13 +117,16 @@ class ByteLevel:
     use_regex: bool
 
     def __call__(self, word: Word) -> list[Word]:
-        text, at_origin = word
+        text, origin = word
         if self.add_prefix_space and not text.startswith(" "):
             text = " " + text
-        pieces = [(text, at_origin)]
+            origin = origin + 1 if origin else 0
+        pieces = [(text, origin)]
         if self.use_regex:
-            pieces = _GPT2_SPLIT((text, at_origin))
-        return [(byte_level_chars(piece), origin) for piece, origin in pieces]
+            pieces = _GPT2_SPLIT((text, origin))
+        return [
+            (byte_level_chars(piece), len(piece[:first].encode("utf-8"))) for piece, first in pieces
+        ]
 
 
 @dataclass(frozen=True)
@@ -129,14 +136,15 @@ class Metaspace:
     split: bool
 
     def __call__(self, word: Word) -> list[Word]:
-        text, at_origin = word
+        text, origin = word
         text = text.replace(" ", self.replacement)
-        prepend = self.prepend_scheme == "always" or (self.prepend_scheme == "first" and at_origin)
+        prepend = self.prepend_scheme == "always" or (self.prepend_scheme == "first" and origin)
         if prepend and not text.startswith(self.replacement):
             text = self.replacement + text
+            origin = origin + 1 if origin else 0
         if not self.split:
-            return [(text, at_origin)]
-        return Splitter(_char_pattern(self.replacement), "MergedWithNext")((text, at_origin))
+            return [(text, origin)]
+        return Splitter(_char_pattern(self.replacement), "MergedWithNext")((text, origin))
 
 
 def _char_pattern(char: str) -> regex.Pattern[str]:
@@ -160,8 +168,8 @@ class PreTokenizerChain:
 
     steps: tuple[PreTokenize, ...]
 
-    def words(self, text: str, at_origin: bool) -> list[str]:
-        return [w for w, _ in self.run([(text, at_origin)])]
+    def words(self, text: str, origin: int) -> list[str]:
+        return [w for w, _ in self.run([(text, origin)])]
 
     def run(self, words: Iterable[Word]) -> list[Word]:
         current = [w for w in words if w[0]]
