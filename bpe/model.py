@@ -421,6 +421,8 @@ class Tokenizer:
         """Forget every encoding remembered so far (pieces, chunks, token pairs): the next
         encode starts cold, as benchmarks want. Nothing changes but speed."""
         self._chunk_cache.clear()
+        if self.hf_pipeline is not None:
+            self.hf_pipeline.model.clear_cache()
         if "_stitcher" in self.__dict__:
             self._stitcher.clear()
 

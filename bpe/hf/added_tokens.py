@@ -86,13 +86,13 @@ class _Trie:
             if token.id in skip:
                 continue
             start, stop = match.span()
-            # A match inside the whitespace the previous token's rstrip swallowed still counts
-            # (`tokenizers` emits it), its text given out once.
-            start = max(start, taken)
             if token.single_word and (
                 (start > 0 and _WORD.match(text, start - 1)) or _WORD.match(text, stop)
             ):
                 continue
+            # A match inside the whitespace the previous token's rstrip swallowed still counts
+            # (`tokenizers` emits it), its text given out once.
+            start = max(start, taken)
             if token.lstrip:
                 while start > taken and _SPACE.match(text[start - 1]):
                     start -= 1

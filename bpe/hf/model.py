@@ -13,8 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import regex
+
 from bpe.hf.errors import Malformed, Unsupported
 from bpe.hf_rule import MergeMap, merge_word
+from bpe.patterns import compile_pattern
 
 CACHE_LIMIT = 100_000  # words remembered per model before the cache starts again
 
@@ -83,8 +86,33 @@ class BpeModel:
         self._plain = not (
             self.options.continuing_subword_prefix or self.options.end_of_word_suffix
         )
+        self._boundary = (
+            _word_boundary(self.vocab) if self._plain and not self.options.ignore_merges else None
+        )
+
+    def _pieces(self, word: str) -> list[str]:
+        # With no pre-tokenizer (Llama 2) a whole text is one word. Where `▁` only ever opens
+        # a token (alone or in a leading run), no merge joins a character to a `▁` after it,
+        # so the word's stretches from each run of `▁` on encode alone, and each is
+        # remembered like a word.
+        boundary = self._boundary
+        if boundary is None or len(word) < 64:
+            return [word]
+        return boundary.findall(word)
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
 
     def tokenize(self, word: str) -> list[int]:
+        pieces = self._pieces(word)
+        if len(pieces) == 1:
+            return self._tokenize_one(word)
+        out: list[int] = []
+        for piece in pieces:
+            out.extend(self._tokenize_one(piece))
+        return out
+
+    def _tokenize_one(self, word: str) -> list[int]:
         cached = self._cache.get(word)
         if cached is None:
             cached = self.tokenize_with(word, self.merges, ignore_merges=self.options.ignore_merges)
@@ -139,6 +167,15 @@ class BpeModel:
         if pending_unk:
             out.append(self._unk_id)  # type: ignore[arg-type]
         return out
+
+
+def _word_boundary(vocab: dict[str, int]) -> regex.Pattern[str] | None:
+    """The stretches a word may be cut into when every `▁` in the vocabulary is in a token's
+    leading run of them (SentencePiece's word starts), else None."""
+    mark = "\u2581"
+    if mark not in vocab or any(mark in token.lstrip(mark) for token in vocab):
+        return None
+    return compile_pattern(f"{mark}*[^{mark}]+|{mark}+")
 
 
 def merge_table(
