@@ -239,6 +239,16 @@ class Tokenizer:
         except KeyError:
             raise ValueError(self._missing_id(token_id)) from None
 
+    def display_bytes(self, token_id: int) -> bytes:
+        """What a token stands for in decoded text, for display: its bytes, except in
+        SentencePiece-style HF imports (Llama 2), whose `▁` is a space and whose `<0xNN>`
+        tokens are that byte (`bpe.hf.pipeline`)."""
+        data = self.token_bytes(token_id)
+        pipeline = self.hf_pipeline
+        if pipeline is None or pipeline.spelling == "byte_level" or self.is_special(token_id):
+            return data
+        return pipeline.display_bytes(data)
+
     def _missing_id(self, token_id: object) -> str:
         if self.id_limit == self.vocab_size:
             return f"token id {token_id} is not in this vocabulary (ids run 0..{self.id_limit - 1})"

@@ -139,3 +139,51 @@ def test_llama2_tokens_keep_their_text() -> None:
     assert tok.token_bytes(hello) == "\u2581Hello".encode()
     assert tok.encode("Hello", add_special_tokens=True) == [1, hello]
     assert tok.decode([1, hello]) == "<s> Hello"
+
+
+def test_llama2_chips_show_the_text_not_the_marks() -> None:
+    """The playground's chips show `▁` as the space it stands for and `<0xNN>` as its byte,
+    so the tokens put together read as the text (the emoji from four byte tokens)."""
+    from webapp.rendering.token_display import token_infos
+
+    tok, _ = loaded("llama2")
+    ids = tok.encode("Hello world\n\U0001f9ec")
+    shown = b"".join(info.data for info in token_infos(tok, ids))
+    assert shown == " Hello world\n\U0001f9ec".encode()
+    assert any(tok.token_bytes(i).startswith(b"<0x") for i in ids)
+
+
+@pytest.mark.parametrize("name", ["llama2", "qwen3"])
+def test_pipeline_imports_work_in_the_web_app(app, client, name: str) -> None:
+    import io
+
+    from tests.conftest import TEST_OWNER_TOKEN
+
+    _, hf = loaded(name)
+    raw = model_path(name).read_bytes()
+    response = client.post(
+        "/import",
+        data={"file": (io.BytesIO(raw), "tokenizer.json")},
+        content_type="multipart/form-data",
+    )
+    assert response.status_code == 303, response.get_data(as_text=True)[:500]
+    slug = response.headers["Location"].rsplit("/", 1)[-1]
+    text = "Hello world\n\U0001f9ec caf\u00e9"
+    api = client.post(
+        f"/api/t/{slug}/encode",
+        json={"text": text},
+        headers={"Authorization": f"Bearer {TEST_OWNER_TOKEN}"},
+    )
+    want = hf.encode(text, add_special_tokens=False).ids  # type: ignore[attr-defined]
+    assert api.get_json()["ids"] == want
+    hx = {"HX-Request": "true"}
+    for url in (
+        f"/t/{slug}",
+        f"/t/{slug}/vocab",
+        f"/t/{slug}/merges?per_page=25",
+        f"/t/{slug}/token/{want[1]}",
+    ):
+        assert client.get(url, headers=hx).status_code == 200, url
+    played = client.post(f"/t/{slug}/encode", data={"text": text, "view": "ids"}, headers=hx)
+    assert played.status_code == 200
+    assert f">{want[1]}<" in played.get_data(as_text=True)

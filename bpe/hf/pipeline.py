@@ -26,8 +26,10 @@ from bpe.hf.normalizers import Normalizer, build_normalizer
 from bpe.hf.post_processors import AddSpecial, build_post_processor
 from bpe.hf.pre_tokenizers import PreTokenizerChain, build_pre_tokenizer
 from bpe.hf_rule import MergeMap
+from bpe.patterns import compile_pattern
 
 SPELLINGS = ("byte_level", "text")
+_BYTE_TOKEN = compile_pattern("<0x([0-9A-F]{2})>")
 COMPONENTS = ("normalizer", "pre_tokenizer", "decoder", "post_processor")
 
 
@@ -146,6 +148,16 @@ class HfPipeline:
                 raise KeyError(token_id)
             strings.append(found)
         return "".join(self.decoder(strings))
+
+    def display_bytes(self, data: bytes) -> bytes:
+        """What a token of a `text`-spelled vocabulary stands for in decoded text, for display:
+        `▁` as a space and a `<0xNN>` byte-fallback token as its byte."""
+        text = data.decode("utf-8", errors="replace")
+        if self.options.byte_fallback and len(text) == 6:
+            byte = _BYTE_TOKEN.fullmatch(text)
+            if byte is not None:
+                return bytes([int(byte.group(1), 16)])
+        return text.replace("\u2581", " ").encode("utf-8")
 
     # ----- saving -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
