@@ -27,17 +27,17 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import tokenizers  # noqa: E402
+import tokenizers
 
-from bpe.importers import import_path  # noqa: E402
+from bpe.importers import import_path
 
 MODELS = ("llama3", "gptoss", "qwen3", "deepseek_v3", "llama2")
 CORPORA = {"english": "english_small", "code": "code", "chinese": "chinese_modern"}
 
 
-def timed(fn):
+def timed(fn, *args, **kwargs):
     wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
+    result = fn(*args, **kwargs)
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
@@ -55,25 +55,29 @@ def main() -> None:
         for label, name in CORPORA.items()
     }
     print(f"load: {os.getloadavg()}")
-    print("| model | rule | import ours s | import HF s | corpus | encode ours s (cpu) | HF s | ours/HF |")
+    print(
+        "| model | rule | import ours s | import HF s | corpus | encode ours s (cpu) | HF s "
+        "| ours/HF |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in args.only:
         path = args.models / name / "tokenizer.json"
-        ours_import = min(timed(lambda: import_path(path))[1] for _ in range(args.rounds))
+        ours_import = min(timed(import_path, path)[1] for _ in range(args.rounds))
         hf_import = min(
-            timed(lambda: tokenizers.Tokenizer.from_file(str(path)))[1] for _ in range(args.rounds)
+            timed(tokenizers.Tokenizer.from_file, str(path))[1] for _ in range(args.rounds)
         )
         tok = import_path(path)
         for label, text in texts.items():
             ours_runs, cpu_runs, hf_runs = [], [], []
             for _ in range(args.rounds):
                 tok.clear_caches()
-                ids, wall, cpu = timed(lambda: tok.encode(text, engine="pure"))
+                ids, wall, cpu = timed(tok.encode, text, engine="pure")
                 ours_runs.append(wall)
                 cpu_runs.append(cpu)
                 hf = tokenizers.Tokenizer.from_file(str(path))
                 hf.encode_special_tokens = True  # our default: special tokens are text
-                want, wall, _ = timed(lambda: hf.encode(text, add_special_tokens=False).ids)
+                encoding, wall, _ = timed(hf.encode, text, add_special_tokens=False)
+                want = encoding.ids
                 hf_runs.append(wall)
                 if ids != want:
                     raise SystemExit(f"{name} {label}: our ids differ from HF's")
