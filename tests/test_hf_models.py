@@ -187,3 +187,17 @@ def test_pipeline_imports_work_in_the_web_app(app, client, name: str) -> None:
     played = client.post(f"/t/{slug}/encode", data={"text": text, "view": "ids"}, headers=hx)
     assert played.status_code == 200
     assert f">{want[1]}<" in played.get_data(as_text=True)
+
+
+def test_pipeline_tokenisers_encode_in_worker_processes() -> None:
+    """`encode_batch` pickles the tokeniser to its workers; the pipeline goes too."""
+    import pickle
+
+    tok, hf = loaded("llama2")
+    again = pickle.loads(pickle.dumps(tok.hf_pipeline))
+    texts = [text + " <s>" for text in samples()[:4]]
+    assert again.encode(texts[0]) == tok.encode(texts[0], allowed_special="all")
+    batch = tok.encode_batch(
+        texts * 270, workers=2, allowed_special="all"
+    )  # enough text to start the processes
+    assert batch[:4] == [hf.encode(t, add_special_tokens=False).ids for t in texts]  # type: ignore[attr-defined]

@@ -169,6 +169,11 @@ class HfPipeline:
             "added_tokens": [t.to_json() for t in self.added_tokens],
         }
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Its components hold closures, which do not pickle: a worker process (`bpe.batch`)
+        # rebuilds the pipeline from what a saved tokeniser keeps.
+        return _rebuild, (self.to_json(), self.model.vocab, self.model.merges)
+
     @classmethod
     def from_saved(
         cls, saved: Any, tokens: dict[int, bytes], merges: list[tuple[int, int, int]]
@@ -198,6 +203,18 @@ class HfPipeline:
             added_tokens=added,
             model_extra={str(k): int(v) for k, v in extra.items()},
         )
+
+
+def _rebuild(saved: dict[str, Any], vocab: dict[str, int], merges: MergeMap) -> HfPipeline:
+    return HfPipeline(
+        components=saved,
+        options=ModelOptions.from_json(saved["model"]),
+        spelling=saved["spelling"],
+        vocab=vocab,
+        merges=merges,
+        added_tokens=[AddedToken.from_json(t, t["id"]) for t in saved["added_tokens"]],
+        model_extra=saved["model_extra"],
+    )
 
 
 def _speller(spelling: str) -> Any:
