@@ -201,3 +201,30 @@ def test_pipeline_tokenisers_encode_in_worker_processes() -> None:
         texts * 270, workers=2, allowed_special="all"
     )  # enough text to start the processes
     assert batch[:4] == [hf.encode(t, add_special_tokens=False).ids for t in texts]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ["llama2", "qwen3"])
+def test_pipeline_imports_scrub_and_refuse_the_replay_clearly(app, client, name: str) -> None:
+    """The scrubber encodes with the first k merges; the step-by-step replay, which walks the
+    text's bytes, is refused with a 422 that says why, never a 500."""
+    import io
+
+    raw = model_path(name).read_bytes()
+    response = client.post(
+        "/import",
+        data={"file": (io.BytesIO(raw), "tokenizer.json")},
+        content_type="multipart/form-data",
+    )
+    slug = response.headers["Location"].rsplit("/", 1)[-1]
+    tok, _ = loaded(name)
+    hx = {"HX-Request": "true"}
+    text = "Hello world, hello"
+    scrubbed = client.post(f"/t/{slug}/encode", data={"text": text, "k": "5"}, headers=hx)
+    assert scrubbed.status_code == 200
+    html = scrubbed.get_data(as_text=True)
+    limited = tok.encode(text, merge_limit=5)
+    assert limited != tok.encode(text)
+    assert all(f'data-tip="id {token_id} ' in html for token_id in limited)
+    why = client.post(f"/t/{slug}/why", data={"text": text, "at": "1"}, headers=hx)
+    assert why.status_code == 422
+    assert "replay is not available for this tokeniser" in why.get_data(as_text=True)
