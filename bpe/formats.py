@@ -12,14 +12,20 @@ Documented top-level keys (a public contract: keys may be added, never renamed):
 
 Imported tokenisers (tiktoken or HF files, see `bpe.importers`) add these keys, and only they
 have them; their ids are the file's own, so the id rules above do not apply to them:
-- `rule`: "tiktoken" or "hf", how encoding works;
+- `rule`: "tiktoken", "hf" or "hf_pipeline", how encoding works;
 - `tokens`: every ordinary token as [id, hex of its bytes], ids ascending (holes allowed);
 - `merges`: [left_id, right_id, new_id] for display (HF: the file's, in rank order; tiktoken:
   derived); each new id's bytes are its parts' bytes joined;
 - `special_tokens`: {token: id} with the file's ids;
 - `pre_tokenizer`: HF only, {"splits": [{"pattern", "keep": "matches"|"all"|"gaps"}],
   "add_prefix_space", "use_regex"}; `ignore_merges`: HF's flag;
-- `source`: {"format": "tiktoken"|"hf", "filename", "sha256", "name"}.
+- `source`: {"format": "tiktoken"|"hf", "filename", "sha256", "name"};
+- `hf_pipeline`: rule "hf_pipeline" only, HF's components (`bpe.hf.pipeline`): the file's
+  own `normalizer`, `pre_tokenizer`, `decoder` and `post_processor` JSON, the `model`'s
+  options, `added_tokens` with their flags and ids, `spelling` ("byte_level": tokens hold
+  bytes; "text": the UTF-8 of HF's token text) and `model_extra` ({text: id} of model entries
+  that are not ordinary tokens). These tokenisers need not have every single byte, and their
+  merges' bytes need not join (a continuing-subword prefix is cut where parts join).
 
 The same structure is kept in two parts where a file is not the store: `header_dict` (every key
 but the lists with one entry per merge or token) and `bulk_parts` (`merges`, `tokens`,
@@ -36,6 +42,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from bpe.hf.errors import Malformed, Unsupported
+from bpe.hf.pipeline import HfPipeline
 from bpe.model import ImportSource, Mode, Tokenizer, TrainingStats
 from bpe.modes import TrainingMode, get_mode, mode_names
 from bpe.patterns import check_stored_pattern
@@ -84,7 +92,9 @@ def header_dict(tok: Tokenizer) -> dict[str, Any]:
 
 def _imported_keys(tok: Tokenizer) -> dict[str, Any]:
     source = tok.source
+    pipeline = {} if tok.hf_pipeline is None else {"hf_pipeline": tok.hf_pipeline.to_json()}
     return {
+        **pipeline,
         "rule": tok.rule,
         "pre_tokenizer": tok.pre_tokenizer.to_dict() if tok.pre_tokenizer is not None else None,
         "ignore_merges": tok.ignore_merges,
@@ -115,6 +125,7 @@ FILE_KEYS = (
     "pre_tokenizer",
     "ignore_merges",
     "source",
+    "hf_pipeline",
 )
 TRAINING_KEYS = (
     "trainer",
@@ -397,9 +408,16 @@ def _imported_from_dict(data: dict[str, Any], mode: TrainingMode, fail: _Fail) -
             raise fail(str(exc)) from None
     elif mode.uses_pattern and get_rule(rule).cuts_by_pattern:
         raise fail(f"a {mode.name} tiktoken import needs its split pattern")
-    tokens = _check_tokens(data.get("tokens"), fail)
+    whole_pipeline = data.get("hf_pipeline") is not None
+    tokens = _check_tokens(data.get("tokens"), fail, every_byte=not whole_pipeline)
     specials = _check_imported_specials(data.get("special_tokens"), tokens, fail)
-    merges = _check_imported_merges(data.get("merges"), tokens, fail)
+    merges = _check_imported_merges(data.get("merges"), tokens, fail, joined=not whole_pipeline)
+    pipeline = None
+    if whole_pipeline:
+        try:
+            pipeline = HfPipeline.from_saved(data["hf_pipeline"], tokens, merges)
+        except (Malformed, Unsupported, ValueError, TypeError) as exc:
+            raise fail(f"hf_pipeline: {exc}") from None
     return Tokenizer(
         mode=cast(Mode, mode.name),  # any registered mode's name, as `mode_names` checked
         merges=merges,
@@ -411,10 +429,11 @@ def _imported_from_dict(data: dict[str, Any], mode: TrainingMode, fail: _Fail) -
         pre_tokenizer=_check_pre_tokenizer(data.get("pre_tokenizer"), fail),
         ignore_merges=bool(data.get("ignore_merges", False)),
         source=_check_source(data.get("source"), fail),
+        hf_pipeline=pipeline,
     )
 
 
-def _check_tokens(raw: Any, fail: _Fail) -> dict[int, bytes]:
+def _check_tokens(raw: Any, fail: _Fail, *, every_byte: bool = True) -> dict[int, bytes]:
     if not isinstance(raw, list):
         raise fail("tokens must be a list of [id, hex bytes]")
     tokens: dict[int, bytes] = {}
@@ -444,7 +463,8 @@ def _check_tokens(raw: Any, fail: _Fail) -> dict[int, bytes]:
     present = set(tokens.values())
     if len(present) != len(tokens):
         raise fail("two token ids have the same bytes")
-    missing = [b for b in range(256) if bytes([b]) not in present]
+    # HF pipeline imports need no single-byte tokens (Llama 2 falls back to `<0xNN>` ones).
+    missing = [b for b in range(256) if bytes([b]) not in present] if every_byte else []
     if missing:
         raise fail(f"{len(missing)} single bytes have no token (e.g. 0x{missing[0]:02x})")
     return tokens
@@ -466,8 +486,10 @@ def _check_imported_specials(raw: Any, tokens: dict[int, bytes], fail: _Fail) ->
 
 
 def _check_imported_merges(
-    raw: Any, tokens: dict[int, bytes], fail: _Fail
+    raw: Any, tokens: dict[int, bytes], fail: _Fail, *, joined: bool = True
 ) -> list[tuple[int, int, int]]:
+    """The merges as id triples; with `joined`, each one's bytes the join of its parts' (HF
+    pipeline imports are exempt: a continuing-subword prefix is cut where two parts join)."""
     if not isinstance(raw, list):
         raise fail("merges must be a list of [left_id, right_id, new_id]")
     merges: list[tuple[int, int, int]] = []
@@ -477,7 +499,7 @@ def _check_imported_merges(
         left, right, new = entry
         if left not in tokens or right not in tokens or new not in tokens:
             raise fail(f"merge {k} uses an id that is not a token: {entry!r}")
-        if tokens[left] + tokens[right] != tokens[new]:
+        if joined and tokens[left] + tokens[right] != tokens[new]:
             raise fail(f"merge {k}: the bytes of {left} and {right} do not make token {new}")
         merges.append((left, right, new))
     return merges

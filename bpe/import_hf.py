@@ -1,18 +1,25 @@
-"""Import a HuggingFace `tokenizer.json` whose model is byte-level BPE, keeping its ids.
+"""Import a HuggingFace `tokenizer.json` whose model is BPE, keeping its ids.
 
-What is taken (everything that decides the ids of a text):
-- `model`: `BPE` with its `vocab`, its `merges` (rank = position) and `ignore_merges`; every
-  vocabulary entry spelled in GPT-2's byte-level alphabet, all 256 bytes present;
-- `pre_tokenizer`: `ByteLevel` alone, or a `Sequence` of `Split` steps followed by `ByteLevel`
-  (`Split` behaviours `Isolated` and `Removed`, with or without `invert`); ByteLevel's
-  `add_prefix_space` and `use_regex` are honoured;
-- `decoder`: `ByteLevel`; `post_processor`: none or `ByteLevel` (neither changes ids);
-- `added_tokens` become special tokens, with the ids `tokenizers` gives them.
+Two ways in, chosen by the file:
+- byte-level BPE that sees the raw text (GPT-2, Llama 3, gpt-oss): `model` BPE over GPT-2's
+  byte-level alphabet with all 256 bytes, no normalizer, the pre-tokenizer `ByteLevel` alone or
+  after `Split` steps (Isolated, Removed), the `ByteLevel` decoder, no post-processor or
+  `ByteLevel`, special added tokens without flags. These encode by rule `hf` (`bpe.hf_rule`),
+  with their fast paths;
+- everything else `tokenizers` does for BPE, through its whole pipeline (`bpe.hf`, rule
+  `hf_pipeline`): Qwen 3, DeepSeek-V3, Llama 2 and files like them. Supported there:
+  normalizers NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Prepend, Replace, Sequence;
+  pre-tokenizers ByteLevel, Split (every behavior, invert), Metaspace, Whitespace,
+  WhitespaceSplit, Punctuation, Digits, CharDelimiterSplit, Sequence; the BPE model's merges
+  (either file form), byte_fallback, unk_token, fuse_unk, continuing_subword_prefix,
+  end_of_word_suffix, ignore_merges; added tokens, special or not, with single_word, lstrip,
+  rstrip and normalized; decoders ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip,
+  BPEDecoder, Sequence; post-processors TemplateProcessing, BertProcessing, RobertaProcessing,
+  ByteLevel, Sequence (applied by `encode(..., add_special_tokens=True)`).
 
-Anything else changes ids in a way this library does not reproduce, so it is refused with an
-`UnsupportedTokenizer` error naming the part: a normalizer, a WordPiece/Unigram/WordLevel
-model, `byte_fallback`, dropout, subword prefixes or suffixes, other pre-tokenizers, decoders
-or post-processors, truncation or padding, added tokens with lstrip/rstrip/single_word.
+Anything else is refused with an `UnsupportedTokenizer` error naming the part: WordPiece,
+Unigram and WordLevel models, Precompiled, NMT and Bert normalizers, other pre-tokenizers,
+decoders and post-processors, BPE dropout, truncation, padding.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from typing import Any
 
 from bpe.byte_level import byte_level_bytes
 from bpe.formats import TokenizerFileError, parse_json
+from bpe.hf.errors import Malformed, Unsupported
+from bpe.hf.pipeline import from_file, number_added_tokens
 from bpe.model import ImportSource, Tokenizer
 from bpe.patterns import compile_pattern
 from bpe.pretokenize import BYTE_LEVEL_PATTERN, PreTokenizer, SplitStep
@@ -37,7 +46,47 @@ def from_hf_json(raw: bytes | str, *, filename: str) -> Tokenizer:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
         raise TokenizerFileError(f'{filename} is not a tokenizer.json (no "model" object)')
     raw_bytes = raw.encode("utf-8") if isinstance(raw, str) else raw
-    return _build(data, filename, hashlib.sha256(raw_bytes).hexdigest())
+    sha256 = hashlib.sha256(raw_bytes).hexdigest()
+    try:
+        return _build(data, filename, sha256)
+    except UnsupportedTokenizer:
+        pass  # not plain byte-level BPE: the whole pipeline may still reproduce it
+    try:
+        return _build_pipeline(data, filename, sha256)
+    except Unsupported as exc:
+        raise _refuse(filename, exc.part, exc.why) from None
+    except Malformed as exc:
+        raise TokenizerFileError(f"{filename}: {exc}") from None
+
+
+def _build_pipeline(data: dict[str, Any], filename: str, sha256: str) -> Tokenizer:
+    parts = from_file(data)
+    chain = data.get("pre_tokenizer")
+    return Tokenizer(
+        mode="naive" if chain is None else "chunked",
+        merges=parts.merges,
+        special_tokens=parts.added,
+        pattern=_first_split_regex(chain),
+        rule="hf_pipeline",
+        tokens=parts.tokens,
+        ignore_merges=parts.pipeline.options.ignore_merges,
+        source=ImportSource(format="hf", filename=filename, sha256=sha256, name=None),
+        hf_pipeline=parts.pipeline,
+    )
+
+
+def _first_split_regex(raw: Any) -> str | None:
+    """The first Split step's regex, shown as the tokeniser's pattern (display only)."""
+    if not isinstance(raw, dict):
+        return None
+    steps = raw.get("pretokenizers") if _type_of(raw) == "Sequence" else [raw]
+    for step in steps or []:
+        pattern = step.get("pattern") if _type_of(step) == "Split" else None
+        if _type_of(step) == "Sequence":
+            pattern = {"Regex": _first_split_regex(step)}
+        if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+            return str(pattern["Regex"])
+    return None
 
 
 def _refuse(filename: str, part: str, why: str) -> UnsupportedTokenizer:
@@ -215,53 +264,23 @@ def _check_post_processor(raw: Any, filename: str) -> None:
 
 
 def _added_tokens(raw: Any, vocab: dict[str, int], filename: str) -> dict[str, int]:
-    """content -> id, numbered as `tokenizers` numbers them, which must be the file's ids.
-
-    `tokenizers` gives an added token the model's id when the model's vocabulary has its
-    content, and otherwise the next id from the model's vocabulary size on; the ids written in
-    `added_tokens` are only checked (with a warning). A file whose ids disagree is refused, so
-    the ids shown here are the ids both libraries give.
-    """
-    if not isinstance(raw, list):
-        raise TokenizerFileError(f"{filename}: added_tokens must be a list")
-    model_size = len(vocab)
-    model_ids = set(vocab.values())
-    assigned: dict[str, int] = {}
-    for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
-            raise TokenizerFileError(f"{filename}: an added token needs its content")
-        content = entry["content"]
-        for flag in ("lstrip", "rstrip", "single_word"):
-            if entry.get(flag):
-                raise _refuse(
-                    filename,
-                    f"{flag} on the added token {content!r:.40}",
-                    "it changes where it matches",
-                )
-        if not content or content in assigned:
-            continue
-        if content in vocab:
-            token_id = vocab[content]
-        elif not assigned:
-            token_id = model_size
-        else:
-            highest = max(assigned.values())
-            token_id = highest + 1 if highest >= model_size or model_size == 0 else model_size
-        if content not in vocab and token_id in model_ids:
+    """content -> id, numbered as `tokenizers` numbers them (`bpe.hf.pipeline`); tokens that
+    always match (not special) or match by other rules (flags) need the whole pipeline."""
+    try:
+        numbered = number_added_tokens(raw, vocab)
+    except Unsupported as exc:
+        raise _refuse(filename, exc.part, exc.why) from None
+    except Malformed as exc:
+        raise TokenizerFileError(f"{filename}: {exc}") from None
+    for token in numbered:
+        flags = [f for f in ("lstrip", "rstrip", "single_word") if getattr(token, f)]
+        if flags or not token.special:
             raise _refuse(
                 filename,
-                f"the added token {content!r:.40}",
-                f"tokenizers numbers it {token_id}, an id the model's vocabulary already uses",
+                f"{(flags or ['special: false'])[0]} on the added token {token.content!r:.40}",
+                "it changes where it matches",
             )
-        written = entry.get("id")
-        if written != token_id:
-            raise _refuse(
-                filename,
-                f"the id {written!r} of the added token {content!r:.40}",
-                f"tokenizers ignores it and gives the token id {token_id}; write that id",
-            )
-        assigned[content] = token_id
-    return assigned
+    return {token.content: token.id for token in numbered}
 
 
 def _merges(

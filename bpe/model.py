@@ -13,7 +13,10 @@ How ids are laid out and how text is cut and encoded depends on the tokeniser's 
 Imported tokenisers (`bpe.importers`: tiktoken rank files, HF `tokenizer.json`) keep the file's
 own ids instead: `tokens` holds every ordinary token's bytes by id (single bytes anywhere, holes
 allowed), special tokens keep their ids, and `rule` says how encoding works: `"tiktoken"` (the
-rank of the joined bytes, `bpe.rank_rule`) or `"hf"` (the file's merge order, `bpe.hf_rule`).
+rank of the joined bytes, `bpe.rank_rule`), `"hf"` (the file's merge order, `bpe.hf_rule`) or
+`"hf_pipeline"` (HF's whole pipeline, `bpe.hf`, held in `hf_pipeline`: its `tokens` are the
+bytes of byte-level vocabularies, or the UTF-8 of a SentencePiece-style token's text, `▁` and
+`<0xNN>` as written; see `bpe.hf.pipeline`).
 Their `merges` are for display: the file's own (HF) or derived from the ranks (tiktoken). Code
 that needs "is this id a merge, which rank" asks `merge_rank(id)`, never `id - base_size`.
 """
@@ -30,6 +33,7 @@ import regex
 from bpe.batch import encode_batch
 from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder
+from bpe.hf.pipeline import HfPipeline
 from bpe.modes import END_OF_WORD, UNKNOWN, TrainingMode, get_mode, mode_names
 from bpe.modes.base import PieceEncoder
 from bpe.patterns import BUILT_IN_PATTERNS, split_deadline
@@ -54,7 +58,7 @@ MODES = mode_names()  # the built-in modes' names; `bpe.modes.mode_names()` adds
 Mode = Literal["naive", "chunked", "words"]  # the built-in modes (`bpe.modes` may register more)
 # merges: our own lowest-id-pair rule; tiktoken: lowest rank of the joined bytes; hf: the
 # file's merge order (`bpe.rules`)
-EncodeRule = Literal["merges", "tiktoken", "hf"]
+EncodeRule = Literal["merges", "tiktoken", "hf", "hf_pipeline"]
 Engine = Literal["auto", "pure"]  # encode's choice: the tiktoken fast path where it applies, or not
 
 
@@ -95,6 +99,7 @@ class Tokenizer:
     pre_tokenizer: PreTokenizer | None = None  # HF imports: how text is cut before merging
     ignore_merges: bool = False  # HF: a piece that is a token is that token, merges skipped
     source: ImportSource | None = None
+    hf_pipeline: HfPipeline | None = None  # rule "hf_pipeline": HF's components (`bpe.hf`)
 
     def __post_init__(self) -> None:
         self._chunk_cache: dict[str, list[int]] = {}
@@ -235,6 +240,16 @@ class Tokenizer:
         except KeyError:
             raise ValueError(self._missing_id(token_id)) from None
 
+    def display_bytes(self, token_id: int) -> bytes:
+        """What a token stands for in decoded text, for display: its bytes, except in
+        SentencePiece-style HF imports (Llama 2), whose `▁` is a space and whose `<0xNN>`
+        tokens are that byte (`bpe.hf.pipeline`)."""
+        data = self.token_bytes(token_id)
+        pipeline = self.hf_pipeline
+        if pipeline is None or pipeline.spelling == "byte_level" or self.is_special(token_id):
+            return data
+        return pipeline.display_bytes(data)
+
     def _missing_id(self, token_id: object) -> str:
         if self.id_limit == self.vocab_size:
             return f"token id {token_id} is not in this vocabulary (ids run 0..{self.id_limit - 1})"
@@ -270,11 +285,15 @@ class Tokenizer:
         allowed_special: Literal["all"] | Iterable[str] = (),
         merge_limit: int | None = None,
         engine: Engine = "auto",
+        add_special_tokens: bool = False,
     ) -> list[int]:
         """Text -> ids. Special tokens are recognised only if allowed, otherwise they are text.
         `merge_limit=k` uses only the first k merges (see `bpe.stepwise`); None uses them all.
         `engine="auto"` hands long byte-level texts to tiktoken when it is installed and
         provably gives the same ids (`bpe.tiktoken_path`); `"pure"` always encodes in Python.
+        `add_special_tokens=True` puts the model's own special tokens around the ids as HF's
+        post-processor does (`<s>` first for Llama 2); tokenisers without one add nothing.
+        HF imports' added tokens that are not special are always recognised, as in HF.
 
         >>> tok = Tokenizer(mode="naive", merges=[(97, 97, 256), (256, 97, 257), (257, 98, 258)])
         >>> tok.encode("abaaab")
@@ -282,6 +301,10 @@ class Tokenizer:
         >>> tok.encode("abaaab", merge_limit=1)
         [97, 98, 256, 97, 98]
         """
+        if self.hf_pipeline is not None:
+            return self._encode_pipeline(
+                self.hf_pipeline, text, allowed_special, merge_limit, add_special_tokens
+            )
         if not self._timed_splits:
             return self._encode(text, allowed_special, merge_limit, engine)
         with split_deadline(len(text)):  # one split time limit for all of the text's pieces
@@ -315,6 +338,28 @@ class Tokenizer:
             else:
                 out.append(special_id)
         return out
+
+    def _encode_pipeline(
+        self,
+        pipeline: HfPipeline,
+        text: str,
+        allowed_special: Literal["all"] | Iterable[str],
+        merge_limit: int | None,
+        add_special_tokens: bool,
+    ) -> list[int]:
+        allowed = self._allowed_specials(allowed_special).values()
+        merges = None
+        if merge_limit is not None and merge_limit < len(self.merges):
+            merges = {
+                (left, right): (rank, new)
+                for rank, (left, right, new) in enumerate(self.merges[: max(merge_limit, 0)])
+            }
+        return pipeline.encode(
+            text,
+            skip=pipeline.skipped(allowed),
+            merges=merges,
+            add_special_tokens=add_special_tokens,
+        )
 
     def encode_batch(
         self,
@@ -359,12 +404,16 @@ class Tokenizer:
     def pieces(self, text: str) -> list[str]:
         """The pieces encoding works on separately (no merge crosses one): the split pattern's
         chunks, HF's pre-tokenized words, or the whole text in naive mode."""
+        if self.hf_pipeline is not None:
+            return self.hf_pipeline.pieces(text)
         if self.pre_tokenizer is not None:
             return self.pre_tokenizer.pieces(text)
         return self.mode_object.split(text, self.pattern)
 
     def iter_pieces(self, text: str) -> Iterator[str]:
         """`pieces`, lazily, for whole corpora (see `bpe.evaluate`)."""
+        if self.hf_pipeline is not None:
+            return iter(self.hf_pipeline.pieces(text))
         if self.pre_tokenizer is not None:
             return self.pre_tokenizer.iter_pieces(text)
         return self.mode_object.iter_split(text, self.pattern)
@@ -404,12 +453,18 @@ class Tokenizer:
         """Forget every encoding remembered so far (pieces, chunks, token pairs): the next
         encode starts cold, as benchmarks want. Nothing changes but speed."""
         self._chunk_cache.clear()
+        if self.hf_pipeline is not None:
+            self.hf_pipeline.model.clear_cache()
         if "_stitcher" in self.__dict__:
             self._stitcher.clear()
 
     # ----- decode ----------------------------------------------------------------------------
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The exact bytes of ids (words mode: each `</w>` becomes one space, see `decode`)."""
+        """The exact bytes of ids (words mode: each `</w>` becomes one space, see `decode`;
+        SentencePiece-style HF imports: the UTF-8 of `decode`, which is what their decoder
+        gives)."""
+        if self.hf_pipeline is not None and self.hf_pipeline.spelling != "byte_level":
+            return self.decode(ids).encode("utf-8")
         return self.mode_object.decode_bytes(self, ids)
 
     def decode(self, ids: Iterable[int]) -> str:
@@ -417,8 +472,16 @@ class Tokenizer:
 
         Words mode is lossy on whitespace by design: each word comes back followed by one space
         where its `</w>` was, the final space is dropped, so `"a  b\\n"` decodes as `"a b"`;
-        `<unk>` and other special tokens decode to their own text.
+        `<unk>` and other special tokens decode to their own text. HF imports with a pipeline
+        decode through the file's decoders, as `tokenizers` does with
+        `skip_special_tokens=False`.
         """
+        if self.hf_pipeline is not None:
+            ids = list(ids)
+            try:
+                return self.hf_pipeline.decode(ids)
+            except KeyError as exc:
+                raise ValueError(self._missing_id(exc.args[0])) from None
         return self.mode_object.decode(self, ids)
 
 

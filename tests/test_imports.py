@@ -220,32 +220,43 @@ def _foreign_entry(data: dict) -> None:
 
 
 REFUSALS = [
-    (_edit("normalizer", {"type": "NFC"}), "the normalizer (NFC) is not supported"),
+    # Every part HF's pipeline has that bpe.hf does not reproduce, each named in the refusal.
+    (_edit("normalizer", {"type": "Precompiled"}), "the Precompiled normalizer is not"),
+    (_edit("normalizer", {"type": "BertNormalizer"}), "the BertNormalizer normalizer is not"),
+    (
+        _edit("normalizer", {"type": "Sequence", "normalizers": [{"type": "Nmt"}]}),
+        "the Nmt normalizer is not supported",
+    ),
     (_edit("model.type", "WordPiece"), "a WordPiece model is not supported"),
     (_edit("model.type", "Unigram"), "a Unigram model is not supported"),
-    (_edit("model.byte_fallback", True), "byte_fallback is not supported"),
+    (_edit("model.type", "WordLevel"), "a WordLevel model is not supported"),
     (_edit("model.dropout", 0.1), "BPE dropout is not supported"),
-    (_edit("model.continuing_subword_prefix", "##"), "continuing_subword_prefix is not"),
-    (_edit("model.end_of_word_suffix", "</w>"), "end_of_word_suffix is not supported"),
-    (_edit("pre_tokenizer", {"type": "Metaspace"}), "the Metaspace pre-tokenizer is not"),
-    (_edit("pre_tokenizer", None), "no pre-tokenizer is not supported"),
+    (_edit("pre_tokenizer", {"type": "BertPreTokenizer"}), "the BertPreTokenizer pre-tokenizer"),
     (
-        _edit("pre_tokenizer", {"type": "Sequence", "pretokenizers": [{"type": "Digits"}]}),
-        "the Digits pre-tokenizer is not supported",
+        _edit("pre_tokenizer", {"type": "Sequence", "pretokenizers": [{"type": "UnicodeScripts"}]}),
+        "the UnicodeScripts pre-tokenizer is not supported",
     ),
     (_edit("decoder", {"type": "WordPiece"}), "the WordPiece decoder is not supported"),
-    (_edit("decoder", None), "no decoder is not supported"),
-    (
-        _edit("post_processor", {"type": "TemplateProcessing"}),
-        "the TemplateProcessing post-processor is not supported",
-    ),
+    (_edit("decoder", {"type": "CTC"}), "the CTC decoder is not supported"),
+    (_edit("post_processor", {"type": "Custom"}), "the Custom post-processor is not supported"),
     (_edit("truncation", {"max_length": 5}), "truncation is not supported"),
     (_edit("padding", {"length": 5}), "padding is not supported"),
-    (_edit_added(lstrip=True), "lstrip on the added token '<eot>' is not supported"),
     (_edit_added(id=3), "the id 3 of the added token '<eot>' is not supported"),
-    (_drop_byte, "a vocabulary without every single byte is not supported"),
-    (_foreign_entry, "the vocabulary entry '▁hi' is not supported"),
 ]
+
+
+@pytest.mark.parametrize("change", [_drop_byte, _foreign_entry, _edit_added(lstrip=True)])
+def test_files_beyond_plain_byte_level_take_the_whole_pipeline(trained, change):
+    """Once refused, these now go through HF's pipeline (`bpe.hf`) with HF's own ids."""
+    tokenizers = pytest.importorskip("tokenizers")
+    data = to_hf_dict(trained["chunked"])
+    change(data)
+    raw = json.dumps(data)
+    tok = import_bytes(raw.encode(), filename="f.json")
+    assert tok.rule == "hf_pipeline"
+    hf = tokenizers.Tokenizer.from_str(raw)
+    for text in ("the cat sat <eot>  on the mat", " hi\x00 x\u00e9", ""):
+        assert tok.encode(text, allowed_special="all") == hf.encode(text).ids
 
 
 @pytest.mark.parametrize(("change", "message"), REFUSALS)
@@ -357,14 +368,14 @@ def test_cli_import_then_encode_and_eval(trained, tmp_path):
 
 def test_cli_import_refusal_is_one_line(trained, tmp_path):
     data = to_hf_dict(trained["chunked"])
-    data["normalizer"] = {"type": "Lowercase"}
+    data["normalizer"] = {"type": "Precompiled"}
     source = tmp_path / "tokenizer.json"
     source.write_text(json.dumps(data), encoding="utf-8")
     result = bpe_cli("import", str(source), "-o", str(tmp_path / "x.json"))
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        "bpe: tokenizer.json: the normalizer (Lowercase) is not supported: imports take "
-        "byte-level BPE that sees the raw text"
+        "bpe: tokenizer.json: the Precompiled normalizer is not supported: imports take NFC, NFD, "
+        "NFKC, NFKD, Lowercase, Strip, StripAccents, Prepend, Replace and Sequence"
     ]
     assert not (tmp_path / "x.json").exists()
 

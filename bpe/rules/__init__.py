@@ -1,4 +1,5 @@
-"""The encode rules, registered in one place: merges (ours), tiktoken and hf (imported files).
+"""The encode rules, registered in one place: merges (ours), tiktoken, hf and hf_pipeline
+(imported files).
 
 A rule says how the merges inside one piece are applied (`bpe.rules.base.EncodingRule`); the
 tokeniser finds its rule here by the name in `Tokenizer.rule`. To add a rule, write one module
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from bpe.rules.base import EncodingRule, ImportedRule
 from bpe.rules.hf_merges import HF
+from bpe.rules.hf_pipeline import HF_PIPELINE
 from bpe.rules.merges import MERGES
 from bpe.rules.tiktoken_ranks import TIKTOKEN
 
@@ -42,5 +44,5 @@ def rule_names() -> tuple[str, ...]:
     return tuple(_registry)
 
 
-for _rule in (MERGES, TIKTOKEN, HF):
+for _rule in (MERGES, TIKTOKEN, HF, HF_PIPELINE):
     register_rule(_rule)

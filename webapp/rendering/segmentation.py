@@ -30,6 +30,7 @@ from bpe.stepwise import (
     replay_joins,
     whole_piece_token,
 )
+from webapp.refusals import UserError
 
 REPLAY_MAX_BYTES = 64  # a longer chunk is replayed as the window of its tokens around the click
 REPLAY_MAX_STEPS = 200  # a single token longer than that has at most this many steps shown
@@ -290,6 +291,14 @@ def _replay_imported(
     among the pairs inside it in the same order), without the whole-piece lookup."""
     if token_index < 0:
         return None
+    if tok.rule == "hf_pipeline":
+        # Its pieces are HF's own strings (normalized, byte-level or `▁` spelled), not slices
+        # of the text's bytes, which the replay below walks.
+        raise UserError(
+            "The step-by-step replay is not available for this tokeniser: it was imported "
+            "through HuggingFace's whole pipeline (docs/imports.md).",
+            status=422,
+        )
     first = 0
     for piece, ids, special in imported_pieces(
         tok, text, allowed_special=allowed_special, merge_limit=merge_limit

@@ -345,7 +345,7 @@ def token_infos(tok: bpe.Tokenizer, ids: Iterable[int]) -> list[TokenInfo]:
     base_kind = "byte" if tok.mode_object.byte_level else "character"
     out = []
     for token_id in ids:
-        data = tok.token_bytes(token_id)
+        data = tok.display_bytes(token_id)  # Llama 2's `▁` as a space, `<0xNN>` as its byte
         rank = None if token_id in specials else tok.merge_rank(token_id)
         out.append(
             TokenInfo(
