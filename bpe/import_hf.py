@@ -32,7 +32,7 @@ from bpe.formats import TokenizerFileError, parse_json
 from bpe.hf.errors import Malformed, Unsupported
 from bpe.hf.pipeline import from_file, number_added_tokens
 from bpe.model import ImportSource, Tokenizer
-from bpe.patterns import compile_pattern
+from bpe.patterns import BUILT_IN_PATTERNS, check_pattern
 from bpe.pretokenize import BYTE_LEVEL_PATTERN, PreTokenizer, SplitStep
 
 
@@ -232,8 +232,9 @@ def _split_step(step: dict[str, Any], filename: str) -> SplitStep:
         regex_text = regex.escape(pattern["String"])
     else:
         raise TokenizerFileError(f"{filename}: a Split step needs a Regex or String pattern")
-    try:
-        compile_pattern(regex_text)
+    try:  # a regex from a stranger's file: checked as every pattern entering the site is
+        if regex_text not in BUILT_IN_PATTERNS:
+            check_pattern(regex_text)
     except ValueError as exc:
         raise _refuse(filename, f"the Split regex {regex_text!r:.60}", str(exc)) from None
     behavior = step.get("behavior")

@@ -389,3 +389,29 @@ def test_checking_any_pattern_keeps_memory_small(batch):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout) < MEMORY_HEADROOM
+
+
+@pytest.mark.parametrize("where", ["Split", "Replace"])
+def test_hf_pipeline_imports_refuse_catastrophic_regexes(where):
+    """A tokenizer.json's own Split or Replace regex is checked like every pattern that enters:
+    `(a|a)+$` is refused at import, naming the part, not left to time out at every encode."""
+    from bpe.byte_level import byte_level_string
+
+    vocab = {byte_level_string(bytes([b])): b for b in range(256)}
+    split = {"type": "Split", "pattern": {"Regex": "(a|a)+$"}, "behavior": "Isolated"}
+    replace = {"type": "Replace", "pattern": {"Regex": "(a|a)+$"}, "content": "b"}
+    document = {
+        "added_tokens": [],
+        "normalizer": replace if where == "Replace" else {"type": "NFC"},
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                split if where == "Split" else {"type": "Digits", "individual_digits": True},
+                {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False},
+            ],
+        },
+        "decoder": {"type": "ByteLevel"},
+        "model": {"type": "BPE", "vocab": vocab, "merges": []},
+    }
+    with quick_and_small(2.0), pytest.raises(bpe.TokenizerFileError, match=f"the {where} regex"):
+        bpe.importers.import_bytes(json.dumps(document).encode(), filename="tokenizer.json")

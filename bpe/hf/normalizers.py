@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from bpe.hf.errors import Unsupported, pattern_regex, type_of
-from bpe.patterns import compile_pattern
+from bpe.patterns import check_pattern, compile_pattern
 
 Normalize = Callable[[str], str]
 
@@ -68,7 +68,11 @@ def _prepend(prefix: str) -> Normalize:
 
 
 def _replace(raw: dict[str, Any]) -> Normalize:
-    pattern = compile_pattern(pattern_regex(raw.get("pattern"), "a Replace normalizer"))
+    regex_text = pattern_regex(raw.get("pattern"), "a Replace normalizer")
+    try:  # a regex from a stranger's file: checked as every pattern entering the site is
+        pattern = check_pattern(regex_text)
+    except ValueError as exc:
+        raise Unsupported(f"the Replace regex {regex_text!r:.60}", str(exc)) from None
     content = str(raw.get("content", ""))
 
     def apply(text: str) -> str:

@@ -28,7 +28,7 @@ import regex
 
 from bpe.byte_level import bytes_to_unicode
 from bpe.hf.errors import Malformed, Unsupported, pattern_regex, type_of
-from bpe.patterns import compile_pattern
+from bpe.patterns import BUILT_IN_PATTERNS, check_pattern, compile_pattern, finditer_bounded
 from bpe.pretokenize import BYTE_LEVEL_PATTERN
 
 Word = tuple[str, int]  # (text, how many leading characters stand for the input's first)
@@ -48,7 +48,7 @@ def find_spans(text: str, pattern: regex.Pattern[str]) -> list[Span]:
     """Matches and the stretches between them, covering `text`; empty matches are skipped."""
     spans: list[Span] = []
     previous = 0
-    for match in pattern.finditer(text):
+    for match in finditer_bounded(pattern.pattern, text):  # a file's regex: time-limited
         start, end = match.span()
         if start == end:
             continue
@@ -183,8 +183,12 @@ def _split(raw: dict[str, Any]) -> Splitter:
     if behavior not in BEHAVIORS:
         raise Malformed(f"a Split pre-tokenizer's behavior must be one of {BEHAVIORS}")
     regex_text = pattern_regex(raw.get("pattern"), "a Split pre-tokenizer")
-    try:
-        pattern = compile_pattern(regex_text)
+    try:  # a regex from a stranger's file: checked as every pattern entering the site is
+        pattern = (
+            compile_pattern(regex_text)
+            if regex_text in BUILT_IN_PATTERNS
+            else check_pattern(regex_text)
+        )
     except ValueError as exc:
         raise Unsupported(f"the Split regex {regex_text!r:.60}", str(exc)) from None
     return Splitter(pattern, str(behavior), bool(raw.get("invert", False)))
