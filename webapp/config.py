@@ -125,6 +125,15 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
             " the sweep marks it `interrupted`, a redelivered task may take it over."
         ),
     ),
+    "BPE_JOBS_RESEND_AFTER": (
+        "JOBS_RESEND_AFTER",
+        float,
+        (
+            "Seconds a job may stay queued and unclaimed before its message is sent again"
+            " (default 60; celery backend): a broker that lost its messages loses no job. The"
+            " wait doubles with each sending; a duplicate message is dropped by the worker."
+        ),
+    ),
     "BPE_JOBS_KILL_AFTER": (
         "JOBS_KILL_AFTER",
         float,
@@ -288,6 +297,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_STALE_AFTER": 30.0,
         # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
         "JOBS_SWEEP_INTERVAL": 5.0,
+        "JOBS_RESEND_AFTER": 60.0,
         "AUTO_MIGRATE": True,
         "PLAYGROUND_MAX_BYTES": 50_000,
         # Pasted text is evaluated inside the request, so its size bounds the request's time.

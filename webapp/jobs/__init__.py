@@ -106,6 +106,7 @@ def _celery_backend(app: Flask, options: dict[str, Any]) -> JobBackend:
         make_celery(app),
         stale_after=app.config["JOBS_STALE_AFTER"],
         sweep_interval=app.config["JOBS_SWEEP_INTERVAL"],
+        resend_after=app.config["JOBS_RESEND_AFTER"],
         **options,
     )
 

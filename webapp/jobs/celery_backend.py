@@ -30,6 +30,7 @@ from typing import Any
 
 from celery import Celery, Task
 from flask import Flask, current_app
+from sqlalchemy.exc import OperationalError
 
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
@@ -79,7 +80,16 @@ def make_celery(app: Flask) -> Celery:
         broker_transport_options={"visibility_timeout": 300},
         worker_hijack_root_logger=False,
     )
-    celery.task(name=TASK_NAME, bind=True)(_run)
+    # A worker that cannot reach the database does not drop the job: it tries again later,
+    # waiting longer each time (and the sweep sends a still-queued job again anyway).
+    celery.task(
+        name=TASK_NAME,
+        bind=True,
+        autoretry_for=(OperationalError,),
+        retry_backoff=True,
+        retry_backoff_max=60,
+        max_retries=None,
+    )(_run)
     celery.task(name=OLD_TRAIN_TASK, bind=True)(_train_sent_before_upgrade)
     celery.task(name=OLD_EVALUATE_TASK, bind=True)(_evaluate_sent_before_upgrade)
     app.extensions["celery"] = celery
@@ -118,6 +128,7 @@ class CeleryBackend(JobBackend):
         max_seconds: float | None = None,
         stale_after: float = 30.0,
         sweep_interval: float = 5.0,
+        resend_after: float = 60.0,
     ) -> None:
         super().__init__(
             database,
@@ -132,6 +143,7 @@ class CeleryBackend(JobBackend):
         self.celery = celery
         self.stale_after = stale_after
         self.sweep_interval = sweep_interval
+        self.resend_after = resend_after
         self._stopping = threading.Event()
         self._sweeper: threading.Thread | None = None
 
@@ -139,9 +151,7 @@ class CeleryBackend(JobBackend):
     def _dispatch(self, kind: JobKind, job_ids: list[int]) -> None:
         for job_id in job_ids:
             try:
-                self.celery.send_task(
-                    TASK_NAME, args=[job_id, kind.name], task_id=task_id(kind.name, job_id)
-                )
+                self._send(kind, job_id)
             except Exception as exc:
                 log.exception("could not queue %s %s", kind.noun, job_id)
                 for queued in job_ids:
@@ -150,6 +160,12 @@ class CeleryBackend(JobBackend):
                     "The job queue cannot be reached right now, so nothing was started."
                     " Try again in a minute."
                 ) from exc
+
+    def _send(self, kind: JobKind, job_id: int) -> None:
+        self.celery.send_task(
+            TASK_NAME, args=[job_id, kind.name], task_id=task_id(kind.name, job_id)
+        )
+        self.rows[kind.name].mark_sent([job_id])
 
     def start(self) -> None:
         """In a web process that runs jobs: sweep for lost jobs every few seconds."""
@@ -166,10 +182,24 @@ class CeleryBackend(JobBackend):
             self._sweeper = None
 
     def sweep(self) -> int:
+        """Running jobs without a heartbeat -> `interrupted`, and queued jobs whose message
+        seems lost sent again (the database decides; a duplicate message is harmless, since
+        only one claim of a job can win). Returns how many were interrupted."""
         swept = sum(rows.sweep_stale(self.stale_after) for rows in self.rows.values())
         if swept:
             log.warning("marked %d job(s) without a heartbeat interrupted", swept)
+        self.resend()
         return swept
+
+    def resend(self) -> int:
+        """Send again every queued job unclaimed for longer than `resend_after`; how many."""
+        sent = 0
+        for name, rows in self.rows.items():
+            for job_id in rows.to_resend(self.resend_after):
+                self._send(self.kinds[name], job_id)
+                log.warning("sent %s %d again: queued and unclaimed", name, job_id)
+                sent += 1
+        return sent
 
     def _sweep_loop(self) -> None:
         while not self._stopping.wait(self.sweep_interval):
