@@ -167,6 +167,14 @@ class CeleryBackend(JobBackend):
         )
         self.rows[kind.name].mark_sent([job_id])
 
+    def not_ready(self) -> str | None:
+        try:
+            with self.celery.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=1, interval_start=0, timeout=2)
+        except Exception as exc:  # noqa: BLE001 - whatever kombu raises, not ready
+            return f"the job queue (broker) cannot be reached: {type(exc).__name__}"
+        return None
+
     def start(self) -> None:
         """In a web process that runs jobs: sweep for lost jobs every few seconds."""
         if self._sweeper is not None or self.execution != "thread":

@@ -34,6 +34,7 @@ from webapp.storage.convert import store_tokenizer
 from webapp.storage.db import Database, execute_update
 from webapp.storage.models import (
     ACTIVE_STATUSES,
+    FINISHED_STATUSES,
     Corpus,
     CorpusStats,
     JobStatus,
@@ -62,6 +63,15 @@ class Update:
     count: int | None = None
     phase: str | None = None  # webapp/jobs/progress.py PHASES
     estimate: float | None = None  # seconds of merging left; None until it can be honest
+
+
+@dataclass
+class Census:
+    """One kind's jobs as /metrics reports them, all measured by the database's clock."""
+
+    by_status: dict[str, int]
+    durations: list[float]  # seconds from start to finish of each finished job that started
+    heartbeat_ages: dict[str, float]  # "host:pid" of each worker running one -> its newest beat
 
 
 class JobRows:
@@ -269,6 +279,33 @@ class JobRows:
             for job_id, sent, count in rows
             if (now - sent).total_seconds() > after * 2 ** min(max(count - 1, 0), 4)
         ]
+
+    # ----- for operators ------------------------------------------------------------------------
+    def census(self) -> Census:
+        model = self.model
+        with self.database.read_scope() as session:
+            now = self._clock(session)
+            counted = session.execute(select(model.status, func.count()).group_by(model.status))
+            by_status = {str(status): int(n) for status, n in counted.all()}
+            spans = session.execute(
+                select(model.started_at, model.finished_at).where(
+                    model.status.in_([s.value for s in FINISHED_STATUSES]),
+                    model.started_at.is_not(None),
+                    model.finished_at.is_not(None),
+                )
+            ).all()
+            beats: dict[str, float] = {}
+            if self._keeps_worker:
+                newest = session.execute(
+                    select(model.worker_host, model.worker_pid, func.max(model.heartbeat_at))
+                    .where(model.status == JobStatus.RUNNING, model.heartbeat_at.is_not(None))
+                    .group_by(model.worker_host, model.worker_pid)
+                ).all()
+                beats = {
+                    f"{host}:{pid}": (now - beat).total_seconds() for host, pid, beat in newest
+                }
+        durations = [max((end - start).total_seconds(), 0.0) for start, end in spans]
+        return Census(by_status, durations, beats)
 
     # ----- recovery ----------------------------------------------------------------------------
     def recover(self) -> int:

@@ -88,6 +88,8 @@ READS_BY_POST = (
     "tokenizers.why",
     "compare.encode",
 )
+# Asked often, from one address, by whoever runs the site (a balancer, a scraper): never limited.
+EXEMPT = ("ops.healthz", "ops.readyz", "ops.metrics_page")
 OWNERS_SCOPE = "owners"
 OWNERS_NOUN = "new owners (a first upload, job or share without an owner token)"
 REQUESTS_NOUN = "requests"
@@ -234,3 +236,6 @@ def limit_routes(app: Flask) -> None:
             if endpoint in app.view_functions:  # an area may be left out of an app
                 view: Callable[..., Any] = app.view_functions[endpoint]
                 app.view_functions[endpoint] = shared(view)
+    for endpoint in EXEMPT:
+        if endpoint in app.view_functions:
+            limiter.exempt(app.view_functions[endpoint])
