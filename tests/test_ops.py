@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 import re
 import socket
 import subprocess
 import threading
+from datetime import datetime
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -16,6 +20,7 @@ from tests.conftest import DATABASE, TEST_DATABASE_URL, BrowserClient
 from tests.readme_server import start_readme_server
 from tests.test_server import fetch
 from tests.waiting import free_port, wait_for_server
+from webapp import logs
 from webapp.jobs.settings import JobSettings
 
 limited = test_rate_limits.limited
@@ -185,3 +190,25 @@ def test_metrics_under_gunicorn_add_up_every_worker_process(tmp_path):
         _, stderr = server.communicate(timeout=30)
     assert server.returncode == 0, stderr.decode(errors="replace")[-2000:]
     assert b"Traceback" not in stderr
+
+
+def test_log_lines_are_json_with_time_level_request_and_job(app_config, make_app):
+    app = make_app(app_config)
+    app.add_url_rule("/_log", "log_something", lambda: logging.getLogger("t").warning("hi") or "ok")
+    buffer = io.StringIO()
+    handler = logs.configure("json", stream=buffer)
+    try:
+        answer = app.test_client().get("/_log", headers={"X-Request-Id": "req-42"})
+        with logs.job_context("training", 7):
+            logging.getLogger("t").info("working")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert answer.headers["X-Request-Id"] == "req-42"
+    request_line, job_line = [json.loads(one) for one in buffer.getvalue().splitlines()]
+    assert request_line["message"] == "hi" and request_line["level"] == "WARNING"
+    assert request_line["request_id"] == "req-42" and request_line["job_id"] is None
+    assert job_line["job_id"] == 7 and job_line["job_kind"] == "training"
+    assert datetime.fromisoformat(request_line["timestamp"]).tzinfo is not None
+    # A request without an id (or with a strange one) gets a new one, told in the answer.
+    made = app.test_client().get("/healthz", headers={"X-Request-Id": "<bad>"})
+    assert re.fullmatch(r"[0-9a-f]{32}", made.headers["X-Request-Id"])

@@ -112,6 +112,14 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         str,
         "The Celery broker for `BPE_JOB_BACKEND=celery`, e.g. `redis://127.0.0.1:6379/0`.",
     ),
+    "BPE_LOG_FORMAT": (
+        "LOG_FORMAT",
+        str,
+        (
+            "`json` (default): the web and worker processes log one JSON line per event, with"
+            " timestamp, level, request id and job id; `text`: plain lines."
+        ),
+    ),
     "BPE_JOB_QUEUE": (
         "JOB_QUEUE",
         str,
@@ -298,6 +306,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
         "JOBS_SWEEP_INTERVAL": 5.0,
         "JOBS_RESEND_AFTER": 60.0,
+        "LOG_FORMAT": "json",
         "AUTO_MIGRATE": True,
         "PLAYGROUND_MAX_BYTES": 50_000,
         # Pasted text is evaluated inside the request, so its size bounds the request's time.

@@ -32,6 +32,7 @@ from celery import Celery, Task
 from flask import Flask, current_app
 from sqlalchemy.exc import OperationalError
 
+from webapp import logs
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
 from webapp.jobs.task import TRAINING
@@ -99,8 +100,12 @@ def make_celery(app: Flask) -> Celery:
 def _run(task: Task, job_id: int, kind: str = TRAINING.name) -> str:
     """The task: run one job of this kind by its id, if nobody else has it. How it ended."""
     backend: CeleryBackend = current_app.extensions["bpe_jobs"]
-    status = backend.execute(int(job_id), str(kind))
-    return "skipped" if status is None else str(status)
+    with logs.job_context(str(kind), int(job_id)):
+        status = backend.execute(int(job_id), str(kind))
+        # Celery's own line says the task "succeeded" whatever became of the job; this says.
+        outcome = "skipped" if status is None else str(status)
+        log.info("%s job %s %s", kind, job_id, outcome, extra={"outcome": outcome})
+    return outcome
 
 
 def _train_sent_before_upgrade(task: Task, job_id: int) -> str:
