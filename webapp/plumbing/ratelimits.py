@@ -49,7 +49,14 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "jobs": (
         "RATELIMIT_JOBS",
         "training jobs started",
-        ("corpora.train", "jobs.api_train", "jobs.rerun", "compare.start", "sample.start"),
+        (
+            "corpora.train",
+            "jobs.api_train",
+            "jobs.rerun",
+            "jobs.api_rerun",
+            "compare.start",
+            "sample.start",
+        ),
     ),
     "imports": ("RATELIMIT_IMPORTS", "imports", ("imports.import_form", "imports.import_api")),
     "evaluations": (
@@ -72,6 +79,7 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "manage.api_delete_tokenizer",
             "tokenizers.share",
             "jobs.cancel",
+            "jobs.api_cancel",
             "evaluations.cancel",
             "imports.cancel",
             "owner.claim",
