@@ -22,7 +22,14 @@ import pytest
 from sqlalchemy import select
 
 import bpe
-from tests.conftest import TEST_OWNER_TOKEN, ensure_owner, need_broker
+from tests.conftest import (
+    TEST_DATABASE_URL,
+    TEST_OWNER_TOKEN,
+    CeleryWorker,
+    ensure_owner,
+    need_broker,
+)
+from tests.relay import Forwarder, through
 from tests.waiting import free_port, wait_for
 from webapp import create_app, stop_runners
 from webapp.jobs.settings import JobSettings
@@ -171,5 +178,41 @@ def test_jobs_queued_when_redis_is_killed_all_finish(
         # The worker's own line says how each job ended, with its id.
         wait_for(lambda: all(outcomes(worker).get(one) == "succeeded" for one in ids))
     finally:
+        stop_runners(app)
+        app.extensions["bpe_db"].dispose()
+
+
+@pytest.mark.database("postgresql")
+def test_a_worker_that_cannot_reach_the_database_keeps_the_job(
+    app_config, celery_workers, random_words
+):
+    """Resending is pushed out of reach: only the worker's own retry can save this job."""
+    app_config.update(WEB_SETTINGS, CELERY_BROKER_URL=need_broker(), JOBS_RESEND_AFTER=3600.0)
+    app_config.setdefault("JOB_QUEUE", f"bpe-test-{os.urandom(6).hex()}")
+    app = create_app(app_config, run_jobs=True)
+    relay = Forwarder.to_url(TEST_DATABASE_URL)
+    try:
+        # The worker reaches PostgreSQL only through the relay; the web process directly.
+        worker_config = {**app_config, "DATABASE_URL": through(relay, TEST_DATABASE_URL)}
+        log_path = Path(app_config["UPLOAD_TMP_DIR"]).parent / "worker-through-relay.log"
+        worker = CeleryWorker(worker_config, concurrency=1, log_path=log_path)
+        try:
+            relay.stop()  # the database "down" for the worker, as a restart would be
+            text = random_words(6000, seed=21)
+            job_id = submit(app, text, trainer="reference", vocab_size=300)
+            # It took the message and met the database down.
+            wait_for(lambda: "OperationalError" in worker.log_path.read_text(), timeout=30)
+            assert job(app, job_id).status == "queued"
+            relay.open = True
+            wait_for(lambda: job(app, job_id).finished, timeout=120)
+            assert job(app, job_id).status == "succeeded", job(app, job_id).error
+            assert (
+                merges_of(app, job_id)
+                == bpe.train(text, vocab_size=300, trainer="reference").merges
+            )
+        finally:
+            worker.stop()
+    finally:
+        relay.close()
         stop_runners(app)
         app.extensions["bpe_db"].dispose()

@@ -9,15 +9,15 @@ import os
 import re
 import socket
 import subprocess
-import threading
 from datetime import datetime
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import test_rate_limits
-from tests.conftest import DATABASE, TEST_DATABASE_URL, BrowserClient
+from tests.conftest import TEST_DATABASE_URL, BrowserClient
 from tests.readme_server import start_readme_server
+from tests.relay import Forwarder, through
 from tests.test_server import fetch
 from tests.waiting import free_port, wait_for_server
 from webapp import logs
@@ -98,60 +98,11 @@ def test_readyz_fails_while_the_broker_cannot_be_reached(app_config, make_app):
     assert client.get("/healthz").status_code == 200  # alive, only not ready
 
 
-class Forwarder:
-    """A TCP relay to PostgreSQL that can be switched off: the database, as the app sees it,
-    stopped and started again (the suite's server is shared, so it is not stopped itself)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.open = True
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            if not self.open:
-                client.close()
-                continue
-            server = socket.create_connection(self.target)
-            self.sockets += [client, server]
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            sink.close()
-
-    def stop(self) -> None:
-        self.open = False
-        for one in self.sockets:
-            one.close()
-        self.sockets.clear()
-
-    def close(self) -> None:
-        self.stop()
-        self.listener.close()
-
-
 @pytest.mark.database("postgresql")
 def test_readyz_fails_while_postgresql_is_down_and_recovers(app_config, make_app):
-    match = re.match(r"(postgresql[^:]*://[^@]+@)([^:/]+):(\d+)(/.*)", TEST_DATABASE_URL)
-    assert match is not None and DATABASE == "postgresql", TEST_DATABASE_URL
-    relay = Forwarder(match[2], int(match[3]))
+    relay = Forwarder.to_url(TEST_DATABASE_URL)
     try:
-        app_config["DATABASE_URL"] = f"{match[1]}127.0.0.1:{relay.port}{match[4]}"
+        app_config["DATABASE_URL"] = through(relay, TEST_DATABASE_URL)
         client = make_app(app_config).test_client()
         assert client.get("/readyz").status_code == 200
         relay.stop()
