@@ -142,6 +142,17 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
             " wait doubles with each sending; a duplicate message is dropped by the worker."
         ),
     ),
+    "BPE_JOBS_REDELIVER_AFTER": (
+        "JOBS_REDELIVER_AFTER",
+        float,
+        (
+            "Seconds after which the broker gives a job's message to another worker if the one"
+            " that took it has not acknowledged it (Redis's visibility timeout; celery backend)."
+            " Default: `BPE_JOB_MAX_SECONDS` plus 5 minutes (or 1 day without a cap), so a job"
+            " still running is not delivered again; a redelivered one whose heartbeat is fresh"
+            " is left to its worker anyway."
+        ),
+    ),
     "BPE_JOBS_KILL_AFTER": (
         "JOBS_KILL_AFTER",
         float,
@@ -306,6 +317,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
         "JOBS_SWEEP_INTERVAL": 5.0,
         "JOBS_RESEND_AFTER": 60.0,
+        "JOBS_REDELIVER_AFTER": 0.0,  # 0: from JOBS_MAX_SECONDS (celery_backend.redeliver_after)
         "LOG_FORMAT": "json",
         "AUTO_MIGRATE": True,
         "PLAYGROUND_MAX_BYTES": 50_000,

@@ -78,7 +78,7 @@ def make_celery(app: Flask) -> Celery:
         task_ignore_result=True,
         broker_connection_retry_on_startup=True,
         # An unacknowledged message comes back after this long (a worker that vanished).
-        broker_transport_options={"visibility_timeout": 300},
+        broker_transport_options={"visibility_timeout": redeliver_after(app.config)},
         worker_hijack_root_logger=False,
     )
     # A worker that cannot reach the database does not drop the job: it tries again later,
@@ -95,6 +95,15 @@ def make_celery(app: Flask) -> Celery:
     celery.task(name=OLD_EVALUATE_TASK, bind=True)(_evaluate_sent_before_upgrade)
     app.extensions["celery"] = celery
     return celery
+
+
+def redeliver_after(config: Any) -> float:
+    """The broker's visibility timeout: longer than any job may run, so a job still running is
+    not handed to a second worker (which would find it taken and skip it, a wasted slot)."""
+    if config["JOBS_REDELIVER_AFTER"] > 0:
+        return float(config["JOBS_REDELIVER_AFTER"])
+    cap = config["JOBS_MAX_SECONDS"]
+    return cap + 300.0 if cap > 0 else 86400.0
 
 
 def _run(task: Task, job_id: int, kind: str = TRAINING.name) -> str:
