@@ -9,6 +9,11 @@ if ! command -v redis-server >/dev/null 2>&1; then
     apt-get update -q >&2
     apt-get install -y -q --no-install-recommends redis-server >&2
 fi
+# The Celery tests also run a worker with its clock set wrong (tests/test_celery_faults.py).
+if ! command -v faketime >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q --no-install-recommends faketime >&2 \
+        || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends faketime >&2; }
+fi
 if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
     redis-server --bind 127.0.0.1 --port "$port" --daemonize yes --save '' --appendonly no \
         --pidfile "/tmp/bpe-redis-$port.pid" --logfile "/tmp/bpe-redis-$port.log" >&2

@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,7 +276,16 @@ def _backend_config() -> dict:
 class CeleryWorker:
     """A real `celery -A webapp.celery_app worker` process on the test's database and queue."""
 
-    def __init__(self, config: dict, *, concurrency: int, log_path: Path) -> None:
+    def __init__(
+        self,
+        config: dict,
+        *,
+        concurrency: int,
+        log_path: Path,
+        wrapper: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        extra = dict(env or {})
         env = {
             **os.environ,
             "DATABASE_URL": config["DATABASE_URL"],
@@ -283,10 +293,12 @@ class CeleryWorker:
             "BPE_JOB_QUEUE": config["JOB_QUEUE"],
             "BPE_AUTO_MIGRATE": "0",
             "BPE_JOBS_KILL_AFTER": str(config.get("JOBS_KILL_AFTER", 1.0)),
+            **extra,
         }
         self.log_path = log_path
         self.log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
-        command = [sys.executable, "-m", "celery", "-A", "webapp.celery_app", "worker"]
+        # `wrapper` runs the worker under another command (a wrong clock: `faketime`).
+        command = [*wrapper, sys.executable, "-m", "celery", "-A", "webapp.celery_app", "worker"]
         name = f"w{uuid.uuid4().hex[:8]}@%h"
         options = ["-c", str(concurrency), "-n", name, "--loglevel", "INFO", "--without-mingle"]
         self.process = subprocess.Popen(
@@ -314,10 +326,16 @@ def celery_workers(app_config, tmp_path):
     """start(concurrency=1) -> a running CeleryWorker on the app's database and queue."""
     started: list[CeleryWorker] = []
 
-    def start(concurrency: int = 1) -> CeleryWorker:
+    def start(
+        concurrency: int = 1, *, wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> CeleryWorker:
         need_broker()
         worker = CeleryWorker(
-            app_config, concurrency=concurrency, log_path=tmp_path / f"worker{len(started)}.log"
+            app_config,
+            concurrency=concurrency,
+            log_path=tmp_path / f"worker{len(started)}.log",
+            wrapper=wrapper,
+            env=env,
         )
         started.append(worker)
         return worker

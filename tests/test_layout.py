@@ -15,7 +15,7 @@ BLUEPRINTS = WEBAPP / "blueprints"
 # Lowest first: a module may import its own package and the packages of the layers before it.
 # The last layer is the app itself: the factory (`webapp/__init__.py`) and the entry points.
 LAYERS: list[tuple[str, ...]] = [
-    ("webapp.refusals", "webapp.config"),
+    ("webapp.refusals", "webapp.config", "webapp.logs"),
     ("webapp.storage",),
     ("webapp.jobs",),
     ("webapp.rendering",),

@@ -13,9 +13,9 @@ from typing import Any
 
 from flask import Flask
 
-from webapp import config, jobs
+from webapp import config, jobs, logs
 from webapp.content import fetch_models, imports, sample
-from webapp.plumbing import errors, inputs, owners, ratelimits, security
+from webapp.plumbing import errors, inputs, metrics, owners, ratelimits, security
 from webapp.rendering import template_filters
 from webapp.storage import db, uploads
 
@@ -45,6 +45,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     app.config["MAX_FORM_MEMORY_SIZE"] = app.config["MAX_PASTE_BYTES"]
 
     db.init_app(app)
+    logs.init_app(app)
+    metrics.init_app(app)
     errors.init_app(app)
     inputs.init_app(app)  # before the blueprints: it replaces the `int` URL converter
     security.init_app(app)
@@ -61,6 +63,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         corpora,
         home,
         manage,
+        ops,
         owner,
         text_evaluation,
         tokenizers,
@@ -83,6 +86,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         manage,
         owner,
         sample_views,
+        ops,
     ):
         app.register_blueprint(view_module.bp)
     ratelimits.limit_routes(app)

@@ -4,14 +4,22 @@ CELERY_BROKER_URL, BPE_JOB_QUEUE, ...) and always uses the celery job backend.""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from celery.signals import worker_ready
+from celery.signals import setup_logging, worker_ready
 
-from webapp import create_app
+from webapp import create_app, logs
 
 flask_app = create_app({"JOB_BACKEND": "celery"})
 app = celery_app = flask_app.extensions["celery"]
+
+
+@setup_logging.connect
+def _json_logs(loglevel: int | str | None = None, **_: Any) -> None:
+    """The worker logs as the web does (webapp/logs.py), its own lines included."""
+    level = logging.getLevelName(loglevel) if isinstance(loglevel, str) else loglevel
+    logs.configure(flask_app.config["LOG_FORMAT"], level if isinstance(level, int) else 20)
 
 
 @worker_ready.connect

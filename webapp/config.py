@@ -112,6 +112,14 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         str,
         "The Celery broker for `BPE_JOB_BACKEND=celery`, e.g. `redis://127.0.0.1:6379/0`.",
     ),
+    "BPE_LOG_FORMAT": (
+        "LOG_FORMAT",
+        str,
+        (
+            "`json` (default): the web and worker processes log one JSON line per event, with"
+            " timestamp, level, request id and job id; `text`: plain lines."
+        ),
+    ),
     "BPE_JOB_QUEUE": (
         "JOB_QUEUE",
         str,
@@ -123,6 +131,26 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         (
             "Seconds without a heartbeat after which a running job counts as lost (default 30):"
             " the sweep marks it `interrupted`, a redelivered task may take it over."
+        ),
+    ),
+    "BPE_JOBS_RESEND_AFTER": (
+        "JOBS_RESEND_AFTER",
+        float,
+        (
+            "Seconds a job may stay queued and unclaimed before its message is sent again"
+            " (default 60; celery backend): a broker that lost its messages loses no job. The"
+            " wait doubles with each sending; a duplicate message is dropped by the worker."
+        ),
+    ),
+    "BPE_JOBS_REDELIVER_AFTER": (
+        "JOBS_REDELIVER_AFTER",
+        float,
+        (
+            "Seconds after which the broker gives a job's message to another worker if the one"
+            " that took it has not acknowledged it (Redis's visibility timeout; celery backend)."
+            " Default: `BPE_JOB_MAX_SECONDS` plus 5 minutes (or 1 day without a cap), so a job"
+            " still running is not delivered again; a redelivered one whose heartbeat is fresh"
+            " is left to its worker anyway."
         ),
     ),
     "BPE_JOBS_KILL_AFTER": (
@@ -288,6 +316,9 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_STALE_AFTER": 30.0,
         # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
         "JOBS_SWEEP_INTERVAL": 5.0,
+        "JOBS_RESEND_AFTER": 60.0,
+        "JOBS_REDELIVER_AFTER": 0.0,  # 0: from JOBS_MAX_SECONDS (celery_backend.redeliver_after)
+        "LOG_FORMAT": "json",
         "AUTO_MIGRATE": True,
         "PLAYGROUND_MAX_BYTES": 50_000,
         # Pasted text is evaluated inside the request, so its size bounds the request's time.

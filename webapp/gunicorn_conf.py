@@ -13,12 +13,19 @@ restart recovers what was left. Set `PORT` (default 5000) and `HOST` (default 12
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import TYPE_CHECKING
 
 from webapp.gunicorn_worker import LIMIT_REQUEST_LINE
 
 if TYPE_CHECKING:
     from gunicorn.arbiter import Arbiter
+    from gunicorn.workers.base import Worker
+
+# /metrics adds up the request counts of every worker process from files in this folder
+# (webapp/plumbing/metrics.py); it must be set before a worker imports the app, and start
+# empty, so each server makes its own unless one is given.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bpe-metrics-"))
 
 bind = f"{os.environ.get('HOST') or '127.0.0.1'}:{os.environ.get('PORT') or '5000'}"
 workers = int(os.environ.get("WEB_CONCURRENCY") or min(os.cpu_count() or 1, 4))
@@ -49,3 +56,10 @@ def on_starting(server: Arbiter) -> None:
     from webapp import check_database
 
     check_database()
+
+
+def child_exit(server: Arbiter, worker: Worker) -> None:
+    """A worker process that ended: its live gauges leave /metrics (its counts stay)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

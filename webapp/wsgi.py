@@ -3,6 +3,7 @@ process the embedded job runner. Import it only in the one process that should r
 
 from __future__ import annotations
 
-from webapp import create_app
+from webapp import create_app, logs
 
 app = create_app(run_jobs=True)
+logs.configure(app.config["LOG_FORMAT"])

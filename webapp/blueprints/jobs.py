@@ -93,6 +93,26 @@ def api_job(slug: str, job_id: int) -> ResponseReturnValue:
     return jsonify(job_json(corpus, job))
 
 
+@bp.post("/api/corpora/<slug>/jobs/<int:job_id>/cancel")
+def api_cancel(slug: str, job_id: int) -> ResponseReturnValue:
+    """Stop the owner's queued or running job: 200 and the job (a running one stops at its next
+    progress write, `cancel_requested` true meanwhile); 409 if it had already finished."""
+    corpus, job = get_owned_job(slug, job_id)
+    if not get_jobs().request_cancel(job.id):
+        raise UserError(f"This job has already finished ({job.status}).", status=409)
+    return jsonify(job_json(corpus, fresh_job(db.session(), job.id)))
+
+
+@bp.post("/api/corpora/<slug>/jobs/<int:job_id>/rerun")
+def api_rerun(slug: str, job_id: int) -> ResponseReturnValue:
+    """Queue the owner's failed, cancelled or interrupted job again with the same settings:
+    202 and the new job, as when it was first queued."""
+    corpus, job = get_owned_job(slug, job_id)
+    new_id = get_jobs().rerun(job.id, owner_id=job.owner_id)
+    body = job_json(corpus, fresh_job(db.session(), new_id))
+    return jsonify(body), 202, {"Location": body["api_url"]}
+
+
 def job_json(corpus: Corpus, job: TrainingJob) -> dict[str, Any]:
     tokenizer = job.tokenizer
     return {
@@ -107,6 +127,12 @@ def job_json(corpus: Corpus, job: TrainingJob) -> dict[str, Any]:
         "wall_seconds": job.wall_seconds,
         "merging_seconds_left": job.estimate_seconds,
         "error": job.error,
+        "cancel_requested": bool(job.cancel_requested),
+        "rerun_of": job.rerun_of_id,
+        # Where it runs or ran (a worker's host name and process id), once it has started.
+        "worker": None
+        if job.worker_host is None
+        else {"host": job.worker_host, "pid": job.worker_pid},
         "tokenizer": None
         if tokenizer is None
         else {"slug": tokenizer.slug, "url": external_url("tokenizers.show", slug=tokenizer.slug)},

@@ -20,8 +20,8 @@ Views call `get_jobs()` (trainings: `submit`, `submit_many`, `request_cancel`, `
 `get_evaluations()` and `get_imports()`; they read jobs through the store's query functions.
 Only a job's id and its kind's name cross to whatever runs it (docs/internals.md, "Jobs").
 
-May import: `bpe`, `webapp.config`, `webapp.refusals`, `webapp.storage`. Nothing that renders or
-answers a request: a job runs the same in a worker with no request at all.
+May import: `bpe`, `webapp.config`, `webapp.refusals`, `webapp.logs`, `webapp.storage`. Nothing
+that renders or answers a request: a job runs the same in a worker with no request at all.
 """
 
 from __future__ import annotations
@@ -106,6 +106,7 @@ def _celery_backend(app: Flask, options: dict[str, Any]) -> JobBackend:
         make_celery(app),
         stale_after=app.config["JOBS_STALE_AFTER"],
         sweep_interval=app.config["JOBS_SWEEP_INTERVAL"],
+        resend_after=app.config["JOBS_RESEND_AFTER"],
         **options,
     )
 

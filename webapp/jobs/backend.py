@@ -143,6 +143,10 @@ class JobBackend:
     # Why no job can run now (the embedded runner's lock cannot be written), or None.
     unavailable: str | None = None
 
+    def not_ready(self) -> str | None:
+        """Why this process could not hand a job on right now (/readyz), or None."""
+        return None
+
     def admit(self) -> None:
         """Before any job row is written: UserError (503) when no job could run now."""
 

@@ -30,7 +30,9 @@ from typing import Any
 
 from celery import Celery, Task
 from flask import Flask, current_app
+from sqlalchemy.exc import OperationalError
 
+from webapp import logs
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
 from webapp.jobs.task import TRAINING
@@ -76,21 +78,43 @@ def make_celery(app: Flask) -> Celery:
         task_ignore_result=True,
         broker_connection_retry_on_startup=True,
         # An unacknowledged message comes back after this long (a worker that vanished).
-        broker_transport_options={"visibility_timeout": 300},
+        broker_transport_options={"visibility_timeout": redeliver_after(app.config)},
         worker_hijack_root_logger=False,
     )
-    celery.task(name=TASK_NAME, bind=True)(_run)
+    # A worker that cannot reach the database does not drop the job: it tries again later,
+    # waiting longer each time (and the sweep sends a still-queued job again anyway).
+    celery.task(
+        name=TASK_NAME,
+        bind=True,
+        autoretry_for=(OperationalError,),
+        retry_backoff=True,
+        retry_backoff_max=60,
+        max_retries=None,
+    )(_run)
     celery.task(name=OLD_TRAIN_TASK, bind=True)(_train_sent_before_upgrade)
     celery.task(name=OLD_EVALUATE_TASK, bind=True)(_evaluate_sent_before_upgrade)
     app.extensions["celery"] = celery
     return celery
 
 
+def redeliver_after(config: Any) -> float:
+    """The broker's visibility timeout: longer than any job may run, so a job still running is
+    not handed to a second worker (which would find it taken and skip it, a wasted slot)."""
+    if config["JOBS_REDELIVER_AFTER"] > 0:
+        return float(config["JOBS_REDELIVER_AFTER"])
+    cap = config["JOBS_MAX_SECONDS"]
+    return cap + 300.0 if cap > 0 else 86400.0
+
+
 def _run(task: Task, job_id: int, kind: str = TRAINING.name) -> str:
     """The task: run one job of this kind by its id, if nobody else has it. How it ended."""
     backend: CeleryBackend = current_app.extensions["bpe_jobs"]
-    status = backend.execute(int(job_id), str(kind))
-    return "skipped" if status is None else str(status)
+    with logs.job_context(str(kind), int(job_id)):
+        status = backend.execute(int(job_id), str(kind))
+        # Celery's own line says the task "succeeded" whatever became of the job; this says.
+        outcome = "skipped" if status is None else str(status)
+        log.info("%s job %s %s", kind, job_id, outcome, extra={"outcome": outcome})
+    return outcome
 
 
 def _train_sent_before_upgrade(task: Task, job_id: int) -> str:
@@ -118,6 +142,7 @@ class CeleryBackend(JobBackend):
         max_seconds: float | None = None,
         stale_after: float = 30.0,
         sweep_interval: float = 5.0,
+        resend_after: float = 60.0,
     ) -> None:
         super().__init__(
             database,
@@ -132,6 +157,7 @@ class CeleryBackend(JobBackend):
         self.celery = celery
         self.stale_after = stale_after
         self.sweep_interval = sweep_interval
+        self.resend_after = resend_after
         self._stopping = threading.Event()
         self._sweeper: threading.Thread | None = None
 
@@ -139,9 +165,7 @@ class CeleryBackend(JobBackend):
     def _dispatch(self, kind: JobKind, job_ids: list[int]) -> None:
         for job_id in job_ids:
             try:
-                self.celery.send_task(
-                    TASK_NAME, args=[job_id, kind.name], task_id=task_id(kind.name, job_id)
-                )
+                self._send(kind, job_id)
             except Exception as exc:
                 log.exception("could not queue %s %s", kind.noun, job_id)
                 for queued in job_ids:
@@ -150,6 +174,20 @@ class CeleryBackend(JobBackend):
                     "The job queue cannot be reached right now, so nothing was started."
                     " Try again in a minute."
                 ) from exc
+
+    def _send(self, kind: JobKind, job_id: int) -> None:
+        self.celery.send_task(
+            TASK_NAME, args=[job_id, kind.name], task_id=task_id(kind.name, job_id)
+        )
+        self.rows[kind.name].mark_sent([job_id])
+
+    def not_ready(self) -> str | None:
+        try:
+            with self.celery.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=1, interval_start=0, timeout=2)
+        except Exception as exc:  # noqa: BLE001 - whatever kombu raises, not ready
+            return f"the job queue (broker) cannot be reached: {type(exc).__name__}"
+        return None
 
     def start(self) -> None:
         """In a web process that runs jobs: sweep for lost jobs every few seconds."""
@@ -166,10 +204,24 @@ class CeleryBackend(JobBackend):
             self._sweeper = None
 
     def sweep(self) -> int:
+        """Running jobs without a heartbeat -> `interrupted`, and queued jobs whose message
+        seems lost sent again (the database decides; a duplicate message is harmless, since
+        only one claim of a job can win). Returns how many were interrupted."""
         swept = sum(rows.sweep_stale(self.stale_after) for rows in self.rows.values())
         if swept:
             log.warning("marked %d job(s) without a heartbeat interrupted", swept)
+        self.resend()
         return swept
+
+    def resend(self) -> int:
+        """Send again every queued job unclaimed for longer than `resend_after`; how many."""
+        sent = 0
+        for name, rows in self.rows.items():
+            for job_id in rows.to_resend(self.resend_after):
+                self._send(self.kinds[name], job_id)
+                log.warning("sent %s %d again: queued and unclaimed", name, job_id)
+                sent += 1
+        return sent
 
     def _sweep_loop(self) -> None:
         while not self._stopping.wait(self.sweep_interval):

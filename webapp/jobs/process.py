@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from webapp import logs
 from webapp.jobs.kind import JobKind
 from webapp.jobs.store import JobRows
 from webapp.jobs.task import TRAINING
@@ -78,7 +79,8 @@ def child_main(
         return asked
 
     try:
-        kind.run(rows, job_id, interval=interval, stop=stop)
+        with logs.job_context(kind.name, job_id):
+            kind.run(rows, job_id, interval=interval, stop=stop)
     except SupervisorGone:
         # Nobody is left to record this job: say so on the row, then leave without a trace.
         # (If even that fails, the next start-up's recovery marks it.)

@@ -17,9 +17,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import os
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select, update
@@ -32,10 +34,12 @@ from webapp.storage.convert import store_tokenizer
 from webapp.storage.db import Database, execute_update
 from webapp.storage.models import (
     ACTIVE_STATUSES,
+    FINISHED_STATUSES,
     Corpus,
     CorpusStats,
     JobStatus,
     TrainingJob,
+    db_now,
     utcnow,
 )
 
@@ -61,6 +65,15 @@ class Update:
     estimate: float | None = None  # seconds of merging left; None until it can be honest
 
 
+@dataclass
+class Census:
+    """One kind's jobs as /metrics reports them, all measured by the database's clock."""
+
+    by_status: dict[str, int]
+    durations: list[float]  # seconds from start to finish of each finished job that started
+    heartbeat_ages: dict[str, float]  # "host:pid" of each worker running one -> its newest beat
+
+
 class JobRows:
     """The queue of one kind of job: its table's rows, as every kind's machinery moves them.
 
@@ -84,6 +97,10 @@ class JobRows:
         self.max_running = max_running  # how many of this kind one runner runs at once
         self.interrupted_message = interrupted_message
         self._keeps_elapsed = hasattr(model, "elapsed_seconds")
+        # Optional job columns (migration 0018): where a job ran, and its message's sendings
+        # (a kind without them is never sent again by the sweep).
+        self._keeps_worker = hasattr(model, "worker_host") and hasattr(model, "worker_pid")
+        self._keeps_sends = hasattr(model, "sent_at") and hasattr(model, "send_count")
 
     def _start_values(self) -> dict[str, Any]:
         """Columns a claim resets besides the status and times (a kind's progress)."""
@@ -105,38 +122,48 @@ class JobRows:
             )
             if job_id is None:
                 return None
-            self._start(session, job_id)
+            if not self._start(session, job_id, model.status == JobStatus.QUEUED):
+                return None
             return int(job_id)
 
     def claim(self, job_id: int, *, stale_after: float) -> bool:
         """This job -> running, for a worker handed its id. False if someone else has it.
 
         A job still `running` whose heartbeat is older than `stale_after` seconds was left by
-        a worker that died (its message was delivered again): it is taken over.
+        a worker that died (its message was delivered again): it is taken over. One
+        conditional UPDATE, so of two deliveries of the same message only one wins.
         """
         model = self.model
         with self.database.session_scope() as session:
-            job = session.get(model, job_id)
-            if job is None:
-                return False
-            if job.status == JobStatus.RUNNING:
-                beat = job.heartbeat_at or job.started_at
-                if beat is not None and utcnow() - beat < timedelta(seconds=stale_after):
-                    return False
-            elif job.status != JobStatus.QUEUED:
-                return False
-            self._start(session, job_id)
-            return True
-
-    def _start(self, session: Session, job_id: int) -> None:
-        now = utcnow()
-        session.execute(
-            update(self.model)
-            .where(self.model.id == job_id)
-            .values(
-                status=JobStatus.RUNNING, started_at=now, heartbeat_at=now, **self._start_values()
+            cutoff = self._clock(session) - timedelta(seconds=stale_after)
+            beat = func.coalesce(model.heartbeat_at, model.started_at)
+            claimable = (model.status == JobStatus.QUEUED) | (
+                (model.status == JobStatus.RUNNING) & (beat < cutoff)
             )
+            return self._start(session, job_id, claimable)
+
+    @staticmethod
+    def _clock(session: Session) -> datetime:
+        """The database's time now: every machine's heartbeats are judged by this one clock."""
+        return session.execute(select(db_now())).scalar_one()
+
+    def _start(
+        self, session: Session, job_id: int, condition: ColumnElement[bool] | None = None
+    ) -> bool:
+        model = self.model
+        statement = update(model).where(model.id == job_id)
+        if condition is not None:
+            statement = statement.where(condition)
+        values = self._start_values()
+        if self._keeps_worker:
+            values.update(worker_host=socket.gethostname()[:255], worker_pid=os.getpid())
+        result = execute_update(
+            session,
+            statement.values(
+                status=JobStatus.RUNNING, started_at=db_now(), heartbeat_at=db_now(), **values
+            ),
         )
+        return bool(result.rowcount)
 
     def status(self, job_id: int) -> JobStatus | None:
         with self.database.read_scope() as session:
@@ -151,7 +178,7 @@ class JobRows:
             session.execute(
                 update(model)
                 .where(model.id == job_id, model.status == JobStatus.RUNNING)
-                .values(heartbeat_at=utcnow(), **progress)
+                .values(heartbeat_at=db_now(), **progress)
             )
             return bool(session.scalar(select(model.cancel_requested).where(model.id == job_id)))
 
@@ -221,24 +248,89 @@ class JobRows:
                 .values(status=JobStatus.FAILED, error=message, finished_at=utcnow())
             )
 
+    def mark_sent(self, job_ids: Iterable[int]) -> None:
+        """Their messages went to the broker just now (what `to_resend` counts from)."""
+        ids, model = list(job_ids), self.model
+        if not ids or not self._keeps_sends:
+            return
+        with self.database.session_scope() as session:
+            session.execute(
+                update(model)
+                .where(model.id.in_(ids), model.status == JobStatus.QUEUED)
+                .values(sent_at=db_now(), send_count=model.send_count + 1)
+            )
+
+    def to_resend(self, after: float) -> list[int]:
+        """Queued jobs whose message may have been lost: still unclaimed `after` seconds after
+        their last sending, the wait doubling with each sending (up to 16 times `after`), so a
+        job merely waiting its turn gets a few duplicates, not one per sweep."""
+        model = self.model
+        if not self._keeps_sends:
+            return []
+        with self.database.read_scope() as session:
+            now = self._clock(session)
+            rows = session.execute(
+                select(model.id, func.coalesce(model.sent_at, model.created_at), model.send_count)
+                .where(model.status == JobStatus.QUEUED)
+                .order_by(*self._queue_order())
+            ).all()
+        return [
+            int(job_id)
+            for job_id, sent, count in rows
+            if (now - sent).total_seconds() > after * 2 ** min(max(count - 1, 0), 4)
+        ]
+
+    # ----- for operators ------------------------------------------------------------------------
+    def census(self) -> Census:
+        model = self.model
+        with self.database.read_scope() as session:
+            now = self._clock(session)
+            counted = session.execute(select(model.status, func.count()).group_by(model.status))
+            by_status = {str(status): int(n) for status, n in counted.all()}
+            spans = session.execute(
+                select(model.started_at, model.finished_at).where(
+                    model.status.in_([s.value for s in FINISHED_STATUSES]),
+                    model.started_at.is_not(None),
+                    model.finished_at.is_not(None),
+                )
+            ).all()
+            beats: dict[str, float] = {}
+            if self._keeps_worker:
+                newest = session.execute(
+                    select(model.worker_host, model.worker_pid, func.max(model.heartbeat_at))
+                    .where(model.status == JobStatus.RUNNING, model.heartbeat_at.is_not(None))
+                    .group_by(model.worker_host, model.worker_pid)
+                ).all()
+                beats = {
+                    f"{host}:{pid}": (now - beat).total_seconds() for host, pid, beat in newest
+                }
+        durations = [max((end - start).total_seconds(), 0.0) for start, end in spans]
+        return Census(by_status, durations, beats)
+
     # ----- recovery ----------------------------------------------------------------------------
     def recover(self) -> int:
         """Jobs left `running` by a previous process become `interrupted`; returns how many."""
-        return self._interrupt(self.model.status == JobStatus.RUNNING, self.interrupted_message)
+        running = self.model.status == JobStatus.RUNNING
+        return self._interrupt(lambda now: running, self.interrupted_message)
 
     def sweep_stale(self, older_than: float) -> int:
         """Running jobs whose heartbeat is older than `older_than` seconds -> `interrupted`."""
         model = self.model
-        cutoff = utcnow() - timedelta(seconds=older_than)
         beat = func.coalesce(model.heartbeat_at, model.started_at)
-        return self._interrupt((model.status == JobStatus.RUNNING) & (beat < cutoff), STALE_MESSAGE)
+        return self._interrupt(
+            lambda now: (
+                (model.status == JobStatus.RUNNING) & (beat < now - timedelta(seconds=older_than))
+            ),
+            STALE_MESSAGE,
+        )
 
-    def _interrupt(self, condition: ColumnElement[bool], message: str) -> int:
+    def _interrupt(self, condition: Callable[[datetime], ColumnElement[bool]], message: str) -> int:
+        """Jobs matching `condition(the database's time now)` -> `interrupted`."""
         with self.database.session_scope() as session:
             result = execute_update(
                 session,
                 update(self.model)
-                .where(condition)
+                .where(condition(self._clock(session)))
                 .values(status=JobStatus.INTERRUPTED, error=message, finished_at=utcnow()),
             )
             return result.rowcount or 0

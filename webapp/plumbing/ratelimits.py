@@ -49,7 +49,14 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "jobs": (
         "RATELIMIT_JOBS",
         "training jobs started",
-        ("corpora.train", "jobs.api_train", "jobs.rerun", "compare.start", "sample.start"),
+        (
+            "corpora.train",
+            "jobs.api_train",
+            "jobs.rerun",
+            "jobs.api_rerun",
+            "compare.start",
+            "sample.start",
+        ),
     ),
     "imports": ("RATELIMIT_IMPORTS", "imports", ("imports.import_form", "imports.import_api")),
     "evaluations": (
@@ -72,6 +79,7 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "manage.api_delete_tokenizer",
             "tokenizers.share",
             "jobs.cancel",
+            "jobs.api_cancel",
             "evaluations.cancel",
             "imports.cancel",
             "owner.claim",
@@ -90,6 +98,8 @@ READS_BY_POST = (
     "home.encode",
     "home.compare",  # the counts table's ticked models, sent on to the compare page
 )
+# Asked often, from one address, by whoever runs the site (a balancer, a scraper): never limited.
+EXEMPT = ("ops.healthz", "ops.readyz", "ops.metrics_page")
 OWNERS_SCOPE = "owners"
 OWNERS_NOUN = "new owners (a first upload, job or share without an owner token)"
 REQUESTS_NOUN = "requests"
@@ -236,3 +246,6 @@ def limit_routes(app: Flask) -> None:
             if endpoint in app.view_functions:  # an area may be left out of an app
                 view: Callable[..., Any] = app.view_functions[endpoint]
                 app.view_functions[endpoint] = shared(view)
+    for endpoint in EXEMPT:
+        if endpoint in app.view_functions:
+            limiter.exempt(app.view_functions[endpoint])

@@ -97,6 +97,11 @@ class Database:
         finally:
             session.close()  # ends the transaction; loaded objects stay readable, detached
 
+    def ping(self) -> None:
+        """Raise (an OperationalError) unless the database answers a query now."""
+        with self.engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+
     def dispose(self) -> None:
         self.session.remove()
         self.engine.dispose()

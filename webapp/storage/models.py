@@ -1,6 +1,8 @@
 """The tables, as SQLAlchemy 2.0 ORM classes. The schema itself is made by `migrations/`.
 
-Times are naive UTC datetimes (`utcnow()`), the same on SQLite and PostgreSQL.
+Times are naive UTC datetimes (`utcnow()`), the same on SQLite and PostgreSQL. A job's
+heartbeat and staleness are judged by the database's clock instead (`db_now()`), so a machine
+whose clock is off cannot make a healthy job look lost.
 A row with `deleted_at` set is treated everywhere like a missing one (same 404).
 """
 
@@ -24,7 +26,10 @@ from sqlalchemy import (
     false,
 )
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator
 
 DB_ID_MAX = 2**31 - 1  # the largest value an id column holds (a 32-bit signed integer)
@@ -51,6 +56,28 @@ FINISHED_STATUSES = frozenset(JobStatus) - ACTIVE_STATUSES
 
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
+
+
+class db_now(FunctionElement[datetime]):
+    """The database server's current time as a naive UTC datetime, in SQL.
+
+    Every machine writing heartbeats and every sweep reading them then share one clock.
+    """
+
+    type = DateTime()
+    inherit_cache = True
+
+
+@compiles(db_now, "postgresql")
+def _db_now_postgresql(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
+    # `timestamp without time zone` columns hold UTC; now() is in the session's time zone.
+    return "timezone('utc', statement_timestamp())"
+
+
+@compiles(db_now)
+def _db_now_sqlite(element: db_now, compiler: SQLCompiler, **kw: Any) -> str:
+    # The text SQLAlchemy stores a DateTime as on SQLite (microseconds: %f has milliseconds).
+    return "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
 
 
 class Base(DeclarativeBase):
@@ -255,6 +282,12 @@ class TrainingJob(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # The broker's message: when it was last sent, how often (a lost one is sent again).
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime)
+    send_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Where the job ran: the worker machine's host name and process id.
+    worker_host: Mapped[str | None] = mapped_column(String(255))
+    worker_pid: Mapped[int | None] = mapped_column(Integer)
     tokenizer_id: Mapped[int | None] = mapped_column(ForeignKey("tokenizers.id"))
     rerun_of_id: Mapped[int | None] = mapped_column(ForeignKey("training_jobs.id"))
 
@@ -322,6 +355,12 @@ class ImportJob(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # The broker's message: when it was last sent, how often (a lost one is sent again).
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime)
+    send_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Where the job ran: the worker machine's host name and process id.
+    worker_host: Mapped[str | None] = mapped_column(String(255))
+    worker_pid: Mapped[int | None] = mapped_column(Integer)
     elapsed_seconds: Mapped[float | None] = mapped_column(Float)
     filename: Mapped[str] = mapped_column(String(255))
     size_bytes: Mapped[int] = mapped_column(Integer)
@@ -364,6 +403,12 @@ class EvaluationRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # The broker's message: when it was last sent, how often (a lost one is sent again).
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime)
+    send_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Where the job ran: the worker machine's host name and process id.
+    worker_host: Mapped[str | None] = mapped_column(String(255))
+    worker_pid: Mapped[int | None] = mapped_column(Integer)
     byte_count: Mapped[int | None] = mapped_column(Integer)
     characters: Mapped[int | None] = mapped_column(Integer)
     words: Mapped[int | None] = mapped_column(Integer)
