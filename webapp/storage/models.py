@@ -258,7 +258,19 @@ class VocabEntry(Base):
     ends_word: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
-class TrainingJob(Base):
+class JobDelivery:
+    """The columns every job table of the site's own kinds has for its delivery (migration
+    0018): a mixin, so the three tables declare them once."""
+
+    # The broker's message: when it was last sent, how often (a lost one is sent again).
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime)
+    send_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Where the job ran: the worker machine's host name and process id.
+    worker_host: Mapped[str | None] = mapped_column(String(255))
+    worker_pid: Mapped[int | None] = mapped_column(Integer)
+
+
+class TrainingJob(JobDelivery, Base):
     __tablename__ = "training_jobs"
     # Ids are in URLs: never give a new job a deleted one's (migration 0016).
     __table_args__ = {"sqlite_autoincrement": True}
@@ -282,12 +294,6 @@ class TrainingJob(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
-    # The broker's message: when it was last sent, how often (a lost one is sent again).
-    sent_at: Mapped[datetime | None] = mapped_column(DateTime)
-    send_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # Where the job ran: the worker machine's host name and process id.
-    worker_host: Mapped[str | None] = mapped_column(String(255))
-    worker_pid: Mapped[int | None] = mapped_column(Integer)
     tokenizer_id: Mapped[int | None] = mapped_column(ForeignKey("tokenizers.id"))
     rerun_of_id: Mapped[int | None] = mapped_column(ForeignKey("training_jobs.id"))
 
@@ -338,7 +344,7 @@ class PlaygroundShare(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class ImportJob(Base):
+class ImportJob(JobDelivery, Base):
     """A tokeniser file being imported (`bpe.importers`), run as a background job: the file
     waits in `data` until the job has read it, then the column is emptied."""
 
@@ -355,12 +361,6 @@ class ImportJob(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
-    # The broker's message: when it was last sent, how often (a lost one is sent again).
-    sent_at: Mapped[datetime | None] = mapped_column(DateTime)
-    send_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # Where the job ran: the worker machine's host name and process id.
-    worker_host: Mapped[str | None] = mapped_column(String(255))
-    worker_pid: Mapped[int | None] = mapped_column(Integer)
     elapsed_seconds: Mapped[float | None] = mapped_column(Float)
     filename: Mapped[str] = mapped_column(String(255))
     size_bytes: Mapped[int] = mapped_column(Integer)
@@ -379,7 +379,7 @@ class ImportJob(Base):
         return JobStatus(self.status) not in ACTIVE_STATUSES
 
 
-class EvaluationRow(Base):
+class EvaluationRow(JobDelivery, Base):
     """One tokeniser measured on one corpus (`bpe.evaluate`), run as a background job."""
 
     __tablename__ = "evaluations"
@@ -403,12 +403,6 @@ class EvaluationRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
-    # The broker's message: when it was last sent, how often (a lost one is sent again).
-    sent_at: Mapped[datetime | None] = mapped_column(DateTime)
-    send_count: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # Where the job ran: the worker machine's host name and process id.
-    worker_host: Mapped[str | None] = mapped_column(String(255))
-    worker_pid: Mapped[int | None] = mapped_column(Integer)
     byte_count: Mapped[int | None] = mapped_column(Integer)
     characters: Mapped[int | None] = mapped_column(Integer)
     words: Mapped[int | None] = mapped_column(Integer)
