@@ -14,7 +14,7 @@ thread, or Celery workers); the tests' `inline` runs a job in the request that q
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
 from webapp.jobs.process import Supervisor
@@ -24,6 +24,7 @@ from webapp.jobs.task import TRAINING
 from webapp.storage.db import Database
 
 EXECUTIONS = ("thread", "inline", "manual")
+RowsT = TypeVar("RowsT", bound=JobRows)
 
 
 class JobBackend:
@@ -65,13 +66,18 @@ class JobBackend:
         # Tests: called with the job id after each progress write of an in-process run.
         self.progress_hook: Callable[[int], None] | None = None
 
+    def rows_of(self, kind: str, rows_class: type[RowsT]) -> RowsT:
+        """One kind's rows as the class its front queries (a TypeError if the kind's
+        `make_rows` made something else)."""
+        rows = self.rows[kind]
+        if not isinstance(rows, rows_class):
+            raise TypeError(f"the {kind!r} kind's rows are {rows!r}")
+        return rows
+
     @property
     def store(self) -> JobStore:
         """The training jobs' rows (what the pages and the API query)."""
-        store = self.rows[TRAINING.name]
-        if not isinstance(store, JobStore):
-            raise TypeError(f"the {TRAINING.name!r} kind's rows are {store!r}")
-        return store
+        return self.rows_of(TRAINING.name, JobStore)
 
     @property
     def supervisor(self) -> Supervisor:

@@ -275,10 +275,7 @@ class Evaluations:
 
     @property
     def rows(self) -> EvaluationRows:
-        rows = self.backend.rows[EVALUATION.name]
-        if not isinstance(rows, EvaluationRows):
-            raise TypeError(f"the {EVALUATION.name!r} kind's rows are {rows!r}")
-        return rows
+        return self.backend.rows_of(EVALUATION.name, EvaluationRows)
 
     def submit(self, *, tokenizer_id: int, corpus_id: int, owner_id: int | None = None) -> int:
         """Queue (or re-queue) this tokeniser on this corpus; EvaluationQueueFull (429) beyond

@@ -195,10 +195,7 @@ class Imports:
 
     @property
     def rows(self) -> ImportRows:
-        rows = self.backend.rows[IMPORT.name]
-        if not isinstance(rows, ImportRows):
-            raise TypeError(f"the {IMPORT.name!r} kind's rows are {rows!r}")
-        return rows
+        return self.backend.rows_of(IMPORT.name, ImportRows)
 
     def submit(
         self,
