@@ -45,3 +45,38 @@ def test_cited_sections_exist():
     assert cited, "no comment cites a section of docs/algorithms.md: is CITATION still right?"
     missing = {title: where for title, where in cited.items() if title not in sections}
     assert not missing, f"sections cited but not in docs/algorithms.md: {missing}"
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    kept = re.sub(r"[^\w\- ]", "", title.strip().lower())
+    return kept.replace(" ", "-")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_links_between_pages_resolve():
+    """Every relative link in the README and docs/ names a file that exists and, with `#`, a
+    heading on that page: the README sends newcomers into docs/, so a moved section must not
+    leave a dead link behind."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    dead = []
+    for page in pages:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path_part, _, anchor = target.partition("#")
+            linked = (page.parent / path_part).resolve() if path_part else page
+            if not linked.exists():
+                dead.append(f"{page.name}: {target}")
+                continue
+            if anchor and linked.suffix == ".md":
+                headings = {
+                    _anchor(line.lstrip("#"))
+                    for line in linked.read_text(encoding="utf-8").splitlines()
+                    if line.startswith("#")
+                }
+                if anchor not in headings:
+                    dead.append(f"{page.name}: {target}")
+    assert dead == []

@@ -1,4 +1,4 @@
-"""The README's library and command-line examples run as written."""
+"""The README's and docs/library.md's library and command-line examples run as written."""
 
 from __future__ import annotations
 
@@ -8,23 +8,32 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+LIBRARY = ROOT / "docs" / "library.md"
 CORPUS = "The quick brown fox jumps over the lazy dog. " * 400 + "Hello, world!\n"
 
 
-def code_block(heading: str, language: str) -> str:
-    text = README.read_text(encoding="utf-8")
+def code_block(heading: str, language: str, page: Path = LIBRARY) -> str:
+    text = page.read_text(encoding="utf-8")
     section = text[text.index(heading) :]
     match = re.search(rf"```{language}\n(.*?)```", section, re.DOTALL)
-    assert match, f"no {language} block under {heading!r}"
+    assert match, f"no {language} block under {heading!r} in {page.name}"
     return match.group(1)
 
 
-def test_library_example_runs(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("page", "heading"),
+    [(README, "## The `bpe` library in brief"), (LIBRARY, "## The `bpe` library")],
+    ids=["README", "docs/library.md"],
+)
+def test_library_example_runs(tmp_path, monkeypatch, page, heading):
     (tmp_path / "corpus.txt").write_text(CORPUS, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    example = compile(code_block("## The `bpe` library", "python"), "README.md", "exec")
-    exec(example, {})  # noqa: S102 - running our own README example is the point
+    example = compile(code_block(heading, "python", page), page.name, "exec")
+    exec(example, {})  # noqa: S102 - running our own documented example is the point
     assert (tmp_path / "tok.json").exists()
 
 
@@ -47,7 +56,7 @@ def test_command_line_examples_run(tmp_path):
             timeout=120,
         )
         assert result.returncode == 0, f"{command}: {result.stderr}"
-        # "# prints X" in the README is a promise about what the user sees.
+        # "# prints X" in the docs is a promise about what the user sees.
         promised = re.search(r"prints (.+)$", comment)
         if promised:
             assert result.stdout == promised.group(1) + "\n", command

@@ -1,5 +1,5 @@
-"""The Celery worker's entry point: `celery -A webapp.celery_app worker` (README, "Running on
-several machines"). It reads the same environment as the web app (DATABASE_URL,
+"""The Celery worker's entry point: `celery -A webapp.celery_app worker`
+(docs/several-machines.md). It reads the same environment as the web app (DATABASE_URL,
 CELERY_BROKER_URL, BPE_JOB_QUEUE, ...) and always uses the celery job backend."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Configuration: embedded defaults, overridden by environment variables, then by test_config.
 
-Every setting the app reads is listed in ENV_VARS with its meaning; the README's table is
-written from it and a test checks that they agree.
+Every setting the app reads is listed in ENV_VARS with its meaning; docs/configuration.md's
+table is written from it and a test checks that they agree.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 - `GET  /api/t/<slug>/merges`, `/vocab`: a page, with the same query parameters as the pages.
 
 Errors are JSON `{"error": message, "status": code}` with a 4xx code (the app's error
-handler answers JSON for every path under /api/). Documented in the README.
+handler answers JSON for every path under /api/). Documented in docs/api.md.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def missing_references(session: Session) -> list[str]:
 @with_appcontext
 def import_references_command(directory: Path) -> None:
     """Import GPT-2, GPT-4 (cl100k_base) and GPT-4o (o200k_base) from DIRECTORY, a folder of
-    NAME.tiktoken files each with its NAME.json (README, "The references", says how to make it)."""
+    NAME.tiktoken files each with its NAME.json (docs/using.md, "Imported tokenisers")."""
     try:
         done = import_reference_dir(db.get_db(), directory)
     except bpe.TokenizerFileError as exc:
