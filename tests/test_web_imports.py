@@ -82,6 +82,15 @@ def test_imported_cl100k_pages_show_the_files_ids(app, client, make_tokenizer):
         f"/api/t/{slug}/encode", json={"text": "hello world<|endoftext|>", "allowed_special": "all"}
     )
     assert api.get_json()["ids"] == [15339, 1917, 100257]
+    # <|endofprompt|> lies above vocab_size - 1 (the ids have a hole at 100256): decoded all
+    # the same, by the API and the decode box; the hole itself is refused by both.
+    decoded = client.post(f"/api/t/{slug}/decode", json={"ids": [15339, 1917, 100276]})
+    assert decoded.status_code == 200 and decoded.get_json()["text"] == "hello world<|endofprompt|>"
+    assert client.post(f"/api/t/{slug}/decode", json={"ids": [100256]}).status_code == 422
+    box = client.get(f"/t/{slug}/decode?ids=15339+1917+100276").get_data(as_text=True)
+    assert "hello world&lt;|endofprompt|&gt;" in box
+    hole = client.get(f"/t/{slug}/decode?ids=1,100256")
+    assert hole.status_code == 422 and "Item 2, id 100,256, is not in this tokeniser" in hole.text
 
     merges = client.get(f"/t/{slug}/merges?per_page=25", headers=HX).get_data(as_text=True)
     assert f'href="/t/{slug}/token/256"' in merges  # rank 0 makes id 256, "  " in cl100k

@@ -18,7 +18,7 @@ from flask import Blueprint, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
 
 from webapp.plumbing import owners
-from webapp.plumbing.inputs import json_object
+from webapp.plumbing.inputs import MAX_DECODE_IDS, json_object
 from webapp.plumbing.security import external_url
 from webapp.refusals import UserError
 from webapp.rendering.describer import describer_for
@@ -29,8 +29,6 @@ from webapp.storage import browse, db
 from webapp.storage.convert import load_tokenizer, load_tokenizer_by_id
 
 bp = Blueprint("api", __name__, url_prefix="/api/t")
-
-MAX_DECODE_IDS = 200_000
 
 
 def _json_body() -> dict[str, Any]:
@@ -131,14 +129,16 @@ def decode(slug: str) -> ResponseReturnValue:
         raise UserError(
             f"At most {MAX_DECODE_IDS:,} ids per request, not {len(ids):,}.", status=413
         )
+    tok = load_tokenizer(session, row)
     for position, token_id in enumerate(ids):
-        if not 0 <= token_id < row.vocab_size:
+        # By the tokeniser's own ids: an import's specials may lie above vocab_size - 1 and
+        # its holes below it.
+        if not tok.has_id(token_id):
             raise UserError(
                 f"ids[{position}] = {token_id} is not in this vocabulary: ids run 0 to "
-                f"{row.vocab_size - 1}.",
+                f"{browse.id_limit(row) - 1}.",
                 status=422,
             )
-    tok = load_tokenizer(session, row)
     return jsonify(text=tok.decode(ids), hex=tok.decode_bytes(ids).hex())
 
 

@@ -34,7 +34,7 @@ from webapp.plumbing.htmx import (
     page_or_fragment,
     refuse_in_place,
 )
-from webapp.plumbing.inputs import box_text
+from webapp.plumbing.inputs import MAX_DECODE_IDS, box_text, parse_ids
 from webapp.plumbing.security import external_url
 from webapp.refusals import UserError
 from webapp.rendering.chips import encoded_chips
@@ -201,6 +201,41 @@ def _merge_views(
         )
         out.append({"row": r, "left": left, "right": right, "new": new})
     return out
+
+
+# ----- decode ids -------------------------------------------------------------------------------
+@bp.route("/<slug>/decode", methods=["GET", "POST"])
+def decode(slug: str) -> ResponseReturnValue:
+    """Ids pasted into a box -> the text and its chips. A refusal keeps what was pasted (the page
+    comes back with the box filled and the message beside it, 4xx)."""
+    context = tokenizer_context(slug, header=not is_fragment_request())
+    values = request.form if request.method == "POST" else request.args
+    display = Display.from_args(values)
+    ids_text = box_text(values, "ids")
+    found: dict[str, Any] = {"ids": [], "chips": [], "decoded": None, "refusal": None}
+    status = 200
+    try:
+        ids = parse_ids(ids_text, max_ids=MAX_DECODE_IDS)
+        tok = load_tokenizer(db.session(), context["row"])
+        browse.check_ids(context["row"], ids, tok)
+        found.update(
+            ids=ids,
+            chips=encoded_chips(tok, ids, invalid=display.invalid, whitespace=display.whitespace),
+            decoded=tok.decode(ids),
+        )
+    except UserError as exc:
+        found["refusal"], status = exc.message, exc.status
+    response = page_or_fragment(
+        "tokenizers/decode.html",
+        "tokenizers/_decoded.html",
+        **context,
+        tab="playground",
+        ids_text=ids_text,
+        display=display,
+        **found,
+    )
+    response.status_code = status
+    return response
 
 
 # ----- vocabulary ---------------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 from urllib.parse import unquote_to_bytes
@@ -169,6 +170,41 @@ def box_text(values: MultiDict[str, str], name: str = "text") -> str:
     ''
     """
     return values.get(name, "").replace("\r\n", "\n")
+
+
+# ----- Token ids typed into a box ---------------------------------------------------------------
+ID_SEPARATORS = re.compile(r"[\s,]+")
+MAX_DECODE_IDS = 200_000  # a request's ids: the API's and the decode box's bound
+MAX_ID_DIGITS = 12  # far above any vocabulary; keeps int() of a pasted digit run cheap
+
+
+def parse_ids(text: str, *, max_ids: int) -> list[int]:
+    """Ids as a person pastes them: separated by spaces, commas or lines, or a JSON list (what
+    the playground's "ids as a list" and the API give). A clear 422 names the first item that
+    is not a whole number; more than `max_ids` is a 413.
+
+    >>> parse_ids("15339, 1917", max_ids=10), parse_ids("[1, 2]", max_ids=10)
+    ([15339, 1917], [1, 2])
+    >>> parse_ids("1 two", max_ids=10)
+    Traceback (most recent call last):
+    ...
+    webapp.refusals.UserError: Item 2, 'two', is not a token id: ids are whole numbers from 0 up.
+    """
+    stripped = text.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        stripped = stripped[1:-1]  # a JSON list of numbers is the same items between brackets
+    items = [item for item in ID_SEPARATORS.split(stripped) if item]
+    if len(items) > max_ids:
+        raise UserError(f"At most {max_ids:,} ids at a time, not {len(items):,}.", status=413)
+    ids = []
+    for position, item in enumerate(items, start=1):
+        if not (item.isascii() and item.isdigit()) or len(item) > MAX_ID_DIGITS:
+            shown = item if len(item) <= 24 else item[:24] + "…"
+            raise UserError(
+                f"Item {position:,}, {shown!r}, is not a token id: ids are whole numbers from 0 up."
+            )
+        ids.append(int(item))
+    return ids
 
 
 # ----- JSON bodies -------------------------------------------------------------------------------

@@ -126,6 +126,20 @@ def check_token_id(row: Tokenizer, token_id: int, tok: Any = None) -> None:
         )
 
 
+def check_ids(row: Tokenizer, ids: list[int], tok: Any, *, name: str = "Item") -> None:
+    """422 naming the first id the tokeniser lacks (by its own vocabulary, so a special token
+    above the learned ids and a hole below the last id are told apart)."""
+    for position, token_id in enumerate(ids, start=1):
+        if not tok.has_id(token_id):
+            limit = id_limit(row)
+            holes = " (some ids in between are unused)" if limit != row.vocab_size else ""
+            raise UserError(
+                f"{name} {position:,}, id {token_id:,}, is not in this tokeniser: its ids run"
+                f" 0 to {limit - 1:,}{holes}.",
+                status=422,
+            )
+
+
 # ----- filters -----------------------------------------------------------------------------------
 def _filter_conditions(entry: Any, query: Any) -> list[Any]:
     """The token filters of a query as conditions on a vocabulary row (or alias)."""
