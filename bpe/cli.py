@@ -115,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
     p.add_argument("--merges", type=int, default=10, help="how many first merges to list")
     p.set_defaults(run=run_info)
+
+    p = commands.add_parser(
+        "vocab-diff", help="tokens two tokenisers share, and those only one has, per category"
+    )
+    p.add_argument("a", metavar="A.json")
+    p.add_argument("b", metavar="B.json")
+    p.add_argument("--json", action="store_true", help="counts and token lists as one JSON object")
+    p.add_argument(
+        "--show", type=int, default=10, metavar="N", help="tokens listed per side (longest first)"
+    )
+    p.set_defaults(run=run_vocab_diff)
     return parser
 
 
@@ -288,6 +299,49 @@ def run_info(args: argparse.Namespace) -> int:
             f"  {rank:>5}  {tok.id_to_token(left)!r} + {tok.id_to_token(right)!r}"
             f" -> {new} {tok.id_to_token(new)!r}{count}"
         )
+    print("\n".join(lines))
+    return 0
+
+
+SIDE_LABELS = {"both": "both", "only_a": "only A", "only_b": "only B"}
+
+
+def run_vocab_diff(args: argparse.Namespace) -> int:
+    from bpe.vocab_diff import SIDES, vocab_diff
+
+    a, b = _load(args.a), _load(args.b)
+    diff = vocab_diff(a, b)
+    listed = {
+        "both": [i for i, _ in diff.both],
+        "only_a": diff.only_a,
+        "only_b": diff.only_b,
+    }
+    owner = {"both": a, "only_a": a, "only_b": b}
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "counts": {side: dict(sorted(diff.counts[side].items())) for side in SIDES},
+                    "totals": {side: len(listed[side]) for side in SIDES},
+                    "both": [{"a_id": i, "b_id": j, "hex": a.vocab[i].hex()} for i, j in diff.both],
+                    "only_a": [{"id": i, "hex": a.vocab[i].hex()} for i in diff.only_a],
+                    "only_b": [{"id": i, "hex": b.vocab[i].hex()} for i in diff.only_b],
+                }
+            )
+        )
+        return 0
+    categories = sorted(set().union(*(diff.counts[side] for side in SIDES)))
+    lines = [f"{'category':<14}{'both':>10}{'only A':>10}{'only B':>10}"]
+    for category in categories:
+        row = "".join(f"{diff.counts[side][category]:>10,}" for side in SIDES)
+        lines.append(f"{category:<14}{row}")
+    lines.append(f"{'all':<14}" + "".join(f"{len(listed[side]):>10,}" for side in SIDES))
+    for side in SIDES:
+        tok = owner[side]
+        longest = sorted(listed[side], key=lambda i: (-len(tok.vocab[i]), i))[: args.show]
+        if longest:
+            shown = ", ".join(f"{i} {tok.id_to_token(i)!r}" for i in longest)
+            lines.append(f"{SIDE_LABELS[side]}, longest first: {shown}")
     print("\n".join(lines))
     return 0
 

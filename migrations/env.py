@@ -11,7 +11,7 @@ from alembic import context
 from sqlalchemy import pool
 
 from webapp.storage.db import Database
-from webapp.storage.models import Base
+from webapp.storage.models import Base, objects_of
 
 config = context.config
 target_metadata = Base.metadata
@@ -31,6 +31,7 @@ def run_migrations_online() -> None:
             connection=connection,
             target_metadata=target_metadata,
             render_as_batch=connection.dialect.name == "sqlite",
+            include_object=objects_of(connection.dialect.name),
         )
         with context.begin_transaction():
             context.run_migrations()

@@ -67,6 +67,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         owner,
         text_evaluation,
         tokenizers,
+        vocab_diff,
     )
     from webapp.blueprints import evaluations as evaluation_views
     from webapp.blueprints import imports as import_views
@@ -79,6 +80,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         job_views,
         tokenizers,
         compare,
+        vocab_diff,
         api,
         import_views,
         evaluation_views,

@@ -93,6 +93,7 @@ READS_BY_POST = (
     "api.encode",
     "api.decode",
     "tokenizers.encode",
+    "tokenizers.decode",
     "tokenizers.why",
     "compare.encode",
     "home.encode",

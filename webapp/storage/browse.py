@@ -141,7 +141,7 @@ def check_ids(row: Tokenizer, ids: list[int], tok: Any, *, name: str = "Item") -
 
 
 # ----- filters -----------------------------------------------------------------------------------
-def _filter_conditions(entry: Any, query: Any) -> list[Any]:
+def filter_conditions(entry: Any, query: Any) -> list[Any]:
     """The token filters of a query as conditions on a vocabulary row (or alias)."""
     conditions = []
     if query.category:
@@ -190,8 +190,13 @@ def contains_bytes(session: Session, column: Any, needle: bytes) -> Any:
     return func.instr(column, bindparam("needle", needle, LargeBinary)) > 0
 
 
-def _paged(session: Session, stmt: Select, order: tuple, paging: Paging) -> Page:
-    total = session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery())) or 0
+def paged(
+    session: Session, stmt: Select, order: tuple, paging: Paging, total: int | None = None
+) -> Page:
+    """One page of `stmt`; `total` when the caller already knows how many rows it has."""
+    if total is None:
+        query = select(func.count()).select_from(stmt.order_by(None).subquery())
+        total = session.scalar(query) or 0
     offset = (paging.page - 1) * paging.per_page
     rows = session.execute(stmt.order_by(*order).limit(paging.per_page).offset(offset)).all()
     return Page(rows=list(rows), total=total, paging=paging)
@@ -222,7 +227,7 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
         conditions.append(VocabEntry.token_id < base)
     elif query.kind == "special":
         conditions.append(VocabEntry.token_id >= base + row.merge_count)
-    conditions.extend(_filter_conditions(VocabEntry, query))
+    conditions.extend(filter_conditions(VocabEntry, query))
     stmt = select(
         VocabEntry.token_id,
         VocabEntry.token_bytes,
@@ -233,7 +238,7 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
         VocabEntry.is_special,
         VocabEntry.ends_word,
     ).where(and_(*conditions))
-    return _paged(session, stmt, VOCAB_SORTS[query.sort][1], query.paging)
+    return paged(session, stmt, VOCAB_SORTS[query.sort][1], query.paging)
 
 
 def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
@@ -248,7 +253,7 @@ def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
         return and_(alias.tokenizer_id == Merge.tokenizer_id, alias.token_id == column)
 
     ranks = select(Merge.rank).where(Merge.tokenizer_id == row.id)
-    on_new = _filter_conditions(new, query)
+    on_new = filter_conditions(new, query)
     token_id = query.search.token_id()
     if token_id is not None:
         ranks = ranks.where(
