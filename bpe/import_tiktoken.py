@@ -49,6 +49,17 @@ PRESET_ALIASES = {"r50k": "gpt2", "r50k_base": "gpt2", "cl100k_base": "cl100k", 
 PRESET_ALIASES |= {"o200k_base": "o200k", "gpt4o": "o200k"}
 
 
+def quoted(data: bytes, limit: int = 60) -> str:
+    r"""A line or token of a file as a reader sees it, for an error message: its text in
+    quotes, bytes that are not UTF-8 and control characters as escapes (never Python's b'...').
+
+    >>> print(quoted(b"not-base64! 1"), quoted(b"\xff\xfe ab\t"))
+    'not-base64! 1' '\xff\xfe ab\u0009'
+    """
+    text = data[:limit].decode("utf-8", errors="backslashreplace")
+    return "'" + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text) + "'"
+
+
 def parse_rank_file(raw: bytes, *, source: str = "the rank file") -> dict[bytes, int]:
     """token bytes -> rank, naming the line at fault if anything is off."""
     ranks: dict[bytes, int] = {}
@@ -64,12 +75,13 @@ def parse_rank_file(raw: bytes, *, source: str = "the rank file") -> dict[bytes,
             rank = int(fields[1])
         except (ValueError, binascii.Error):
             raise TokenizerFileError(
-                f"{source}, line {number}: expected 'base64-token rank', got {line[:60]!r}"
+                f"{source}, line {number}: expected 'base64-token rank', got {quoted(line)}"
             ) from None
         if not token or rank < 0:
             raise TokenizerFileError(f"{source}, line {number}: empty token or negative rank")
         if token in ranks:
-            raise TokenizerFileError(f"{source}, line {number}: token {token!r:.40} is repeated")
+            shown = quoted(token, 40)
+            raise TokenizerFileError(f"{source}, line {number}: token {shown} is repeated")
         if rank in seen_ranks:
             raise TokenizerFileError(f"{source}, line {number}: rank {rank} is repeated")
         ranks[token] = rank

@@ -71,7 +71,7 @@ def train(
     with collector_paused():
         sequences, alphabet = training_mode.training_input(text, split_regex, Splitter(splitting))
         base = training_mode.base_size(len(alphabet or []))
-        check_vocab_size(vocab_size, base=base, specials=len(specials))
+        _check_room(training_mode, vocab_size, specials, len(alphabet or []))
         max_merges = vocab_size - base - len(specials)
         noted = _Noted(progress, should_stop)
         records = run_trainer(
@@ -132,13 +132,47 @@ def smallest_vocab_size(
     return base, len(_check_specials(special_tokens, training_mode))
 
 
-def check_vocab_size(vocab_size: int, *, base: int, specials: int) -> None:
-    """Refuse a vocab size with no room for the base ids and the special tokens."""
-    if vocab_size < base + specials:
-        raise ValueError(
-            f"vocab_size must be at least {base + specials} here: {base} base ids"
-            f" + {specials} special tokens"
+def check_vocab_fits(
+    mode: str,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    alphabet_size: int | None = None,
+) -> None:
+    r"""Refuse, in the words `train` would use, a vocab size too small for this mode, these
+    special tokens and (words mode) an alphabet of `alphabet_size` characters.
+
+    >>> try:
+    ...     check_vocab_fits("words", 8, alphabet_size=7)
+    ... except ValueError as exc:
+    ...     print(str(exc).replace(" + ", "\n+ "))
+    vocab_size must be at least 9 here: 8 base ids (the text's 7 distinct characters and </w>)
+    + the special token <unk> (words mode's own)
+    """
+    training_mode = get_mode(mode)
+    if training_mode.uses_alphabet and alphabet_size is None:
+        raise ValueError(f"{mode} mode's smallest vocab size depends on the text's alphabet")
+    specials = _check_specials(special_tokens, training_mode)
+    _check_room(training_mode, vocab_size, specials, alphabet_size or 0)
+
+
+def _check_room(
+    mode: TrainingMode, vocab_size: int, specials: Sequence[str], alphabet_size: int
+) -> None:
+    """The one refusal of a too small vocab size: what the base ids are (the mode says) and
+    which special tokens, by name, so the sum reads like the corpus page's minimum."""
+    base = mode.base_size(alphabet_size)
+    if vocab_size >= base + len(specials):
+        return
+    what = mode.base_description(alphabet_size)
+    if specials:
+        names = ", ".join(
+            f"{s} ({mode.name} mode's own)" if s in mode.required_special_tokens else s
+            for s in specials
         )
+        noun = "the special token" if len(specials) == 1 else f"{len(specials)} special tokens:"
+        what += f" + {noun} {names}"
+    raise ValueError(f"vocab_size must be at least {base + len(specials):,} here: {what}")
 
 
 def run_trainer(

@@ -31,6 +31,19 @@
     chips[Math.max(0, Math.min(chips.length - 1, next))].focus();
   });
 
+  // A scroll box (templates/_scroll_box.html) whose content is wider than it says so under it,
+  // at any width: mark the ones that overflow now, and again after a resize or a swap.
+  function markOverflows() {
+    var boxes = document.querySelectorAll(".table-scroll");
+    for (var i = 0; i < boxes.length; i++) {
+      boxes[i].classList.toggle("overflows", boxes[i].scrollWidth > boxes[i].clientWidth + 1);
+    }
+  }
+  document.addEventListener("DOMContentLoaded", markOverflows);
+  document.addEventListener("htmx:afterSettle", markOverflows);
+  window.addEventListener("resize", markOverflows);
+  window.addEventListener("load", markOverflows);
+
   // The compare page's "add a tokeniser" form and "remove" links take the text typed since the
   // page loaded along (without JavaScript they carry the text the page was rendered with).
   function typedText() {

@@ -92,7 +92,7 @@ def test_compare_at_phone_width_scrolls_visibly(live_server, browser, trio):
     scroll = box.evaluate("e => [e.scrollWidth, e.clientWidth, e.getBoundingClientRect().right]")
     assert scroll[0] > scroll[1]  # the table is wider than its box, so it scrolls ...
     assert scroll[2] <= width + 1  # ... inside the page, nothing cut off at the edge
-    assert page.locator(".scroll-hint").is_visible()  # and the page says so
+    assert page.locator(".compare-header .scroll-hint").is_visible()  # and the page says so
     page_width = page.evaluate("document.documentElement.scrollWidth")
     assert page_width <= width + 1  # no sideways scrolling of the whole page
     shot(page, "compare-three-390.png")

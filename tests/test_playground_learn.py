@@ -230,3 +230,26 @@ def test_imported_tokenisers_replay_by_their_own_rule(app, client, kind):
     )
     assert scrubbed.status_code == 200 and "with the first 10 merges" in scrubbed.text
     assert "exactly the tokens the playground shows here" in scrubbed.text
+
+
+def test_a_tiktoken_replay_says_the_rank_its_chips_say(app, client):
+    """A tiktoken token's id is its rank in the file (id 300 is rank 300 there) while its
+    chip says its merge rank (44): the replay's text says the chip's number."""
+    from bpe.export_tiktoken import rank_file_text
+    from webapp.content.imports import import_upload
+
+    ours = bpe.train(LOREM, vocab_size=300, mode="chunked")
+    raw = rank_file_text(ours).encode()
+    row = import_upload(app.extensions["bpe_db"], raw, filename="lorem.tiktoken", pattern="cl100k")
+    html = client.post(
+        f"/t/{row.slug}/why", data={"text": "Quisquam quaerat numquam.", "token": "1"}, headers=HX
+    ).text
+    steps = re.findall(
+        r"Join the lowest, rank ([\d,]+), at its leftmost place: <span [^>]*"
+        r'data-tip="id (\d+) · rank (\d+)',
+        html,
+    )
+    assert steps, html[:500]
+    for said, token_id, chip_rank in steps:
+        assert int(token_id) != int(chip_rank)  # the file's rank and the merge rank differ
+        assert said.replace(",", "") == chip_rank

@@ -122,3 +122,43 @@ def test_bad_text_is_a_clear_4xx(client, raw_client, toks):
         == 404
     )
     assert client.get("/t/AAAAAAAAAAAAAAAAAAAAAA/evaluate").status_code == 404
+
+
+def never_shown(body: str) -> list[int]:
+    grid = body[body.index('<ul class="token-list token-grid"') :]
+    grid = grid[: grid.index("</ul>")]
+    return [int(i) for i in re.findall(r'href="/t/[^/]+/token/(\d+)"', grid)]
+
+
+def test_the_never_used_grid_is_paged(client, make_tokenizer):
+    """A text that uses almost none of a 700-token vocabulary: its never-used tokens come a
+    page at a time, in id order, every one on exactly one page, with the count and a pager
+    that sends the text again; a page past the last is a 404 and a bad one a 400."""
+    from webapp.rendering.evaluations import NEVER_USED_PER_PAGE
+
+    ref = make_tokenizer(TEXT * 4 + "".join(chr(c) for c in range(0x4E00, 0x4F00)), vocab_size=700)
+    want = expected(ref.tok, "z")["never_used"]
+    pages = -(-len(want) // NEVER_USED_PER_PAGE)
+    assert pages >= 3
+    seen: list[int] = []
+    for number in range(1, pages + 1):
+        for headers in ({}, {"HX-Request": "true"}):
+            reply = client.post(
+                f"/t/{ref.slug}/evaluate",
+                data={"text": "z", "never_page": str(number)},
+                headers=headers,
+            )
+            assert reply.status_code == 200
+            body = reply.text
+            assert f"Never used: {len(want):,} tokens" in body
+            assert f"page {number} of {pages}" in body
+        shown = never_shown(body)
+        assert shown == want[(number - 1) * NEVER_USED_PER_PAGE :][:NEVER_USED_PER_PAGE]
+        seen += shown
+        offers_next = f'name="never_page" value="{number + 1}"' in body
+        assert offers_next == (number < pages)
+    assert seen == want
+    past = client.post(f"/t/{ref.slug}/evaluate", data={"text": "z", "never_page": pages + 1})
+    assert past.status_code == 404 and f"the list has {pages} pages" in past.text
+    bad = client.post(f"/t/{ref.slug}/evaluate", data={"text": "z", "never_page": "two"})
+    assert bad.status_code == 400

@@ -175,3 +175,23 @@ def test_cancel_stops_an_evaluation(app, imported):
     with database.read_scope() as session:
         row = session.get(EvaluationRow, evaluation_id)
         assert row.status == JobStatus.CANCELLED.value and row.tokens is None
+
+
+def test_a_stored_evaluations_never_used_grid_is_paged(app, client, make_tokenizer):
+    from tests.test_text_evaluation import never_shown
+    from webapp.rendering.evaluations import NEVER_USED_PER_PAGE
+
+    text = "".join(chr(c) for c in range(0x4E00, 0x4F40)) + " tiny corpus"
+    ref = make_tokenizer(text * 3, vocab_size=900)
+    evaluate_via_page(client, ref.corpus_slug, ref.slug)
+    with app.extensions["bpe_db"].session_scope() as session:
+        evaluation_id = session.query(EvaluationRow.id).scalar()
+    address = f"/c/{ref.corpus_slug}/evaluations/{evaluation_id}"
+    never = client.get(f"{address}.json").get_json()["never_used"]
+    assert len(never) > NEVER_USED_PER_PAGE
+    first = client.get(address).text
+    assert never_shown(first) == never[:NEVER_USED_PER_PAGE]
+    assert f'href="{address}?never_page=2#never-used"' in first
+    second = client.get(f"{address}?never_page=2").text
+    assert never_shown(second) == never[NEVER_USED_PER_PAGE:][:NEVER_USED_PER_PAGE]
+    assert client.get(f"{address}?never_page=99").status_code == 404

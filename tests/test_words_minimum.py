@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from markupsafe import escape
 from sqlalchemy import delete, select
 
 import bpe
@@ -41,8 +42,28 @@ def test_the_corpus_page_shows_words_modes_minimum(client, make_corpus):
     corpus = make_corpus(TEXT)
     page = client.get(f"/c/{corpus.slug}").get_data(as_text=True)
     assert "256 for naive and chunked" in page
-    assert "9 for words (7 distinct characters," in page
+    assert "9 for words (7 distinct characters and <code>&lt;/w&gt;</code>: 8 base ids;" in page
     assert 'aria-describedby="train-vocab-minimum"' in page
+
+
+def test_the_refusal_adds_up_as_the_corpus_page_does(client, make_corpus):
+    """No special token given: the refusal names <unk> as words mode's own, with the same
+    base ids and the same sum as the page's minimum (it said "8 base ids + 1 special tokens")."""
+    corpus = make_corpus(TEXT)
+    page = client.get(f"/c/{corpus.slug}").get_data(as_text=True)
+    assert "9 for words (7 distinct characters" in page and "8 base ids" in page
+    response = client.post(
+        f"/c/{corpus.slug}/train", data={**TRAIN, "mode": "words", "vocab_size": "8"}
+    )
+    refusal = (
+        "vocab_size must be at least 9 here: 8 base ids (the text&#39;s 7 distinct characters"
+        " and &lt;/w&gt;) + the special token &lt;unk&gt; (words mode&#39;s own)"
+    )
+    assert refusal in response.get_data(as_text=True)
+    assert "special tokens" not in library_refusal(TEXT, 8)
+    assert "2 special tokens: <unk> (words mode's own), <eot>" in library_refusal(
+        TEXT, 9, ["<eot>"]
+    )
 
 
 def test_a_words_vocab_below_the_minimum_is_refused_on_the_form(
@@ -54,13 +75,13 @@ def test_a_words_vocab_below_the_minimum_is_refused_on_the_form(
     )
     assert response.status_code == 422
     page = response.get_data(as_text=True)
-    assert library_refusal(TEXT, 8) in page  # the trainer's own words, on the corpus page
+    assert escape(library_refusal(TEXT, 8)) in page  # the trainer's own words, on the corpus page
     assert 'value="8"' in page  # the refused form keeps what was typed
     # A special token raises the floor by one (<unk> is words mode's own, not counted twice).
     special = {**TRAIN, "mode": "words", "vocab_size": "9", "special_tokens": "<eot>"}
     response = client.post(f"/c/{corpus.slug}/train", data=special)
     assert response.status_code == 422
-    assert library_refusal(TEXT, 9, ["<eot>"]) in response.get_data(as_text=True)
+    assert escape(library_refusal(TEXT, 9, ["<eot>"])) in response.get_data(as_text=True)
     unk = {**TRAIN, "mode": "words", "vocab_size": "9", "special_tokens": "<unk>"}
     assert client.post(f"/c/{corpus.slug}/train", data=unk).status_code == 303
     assert count(app, TrainingJob) == 1  # only the last one
@@ -90,7 +111,7 @@ def test_run_again_of_a_job_that_cannot_work_is_refused(app, client, job_runner,
     response = client.post(f"/c/{corpus.slug}/jobs/{job_id}/rerun")
     assert response.status_code == 422
     page = response.get_data(as_text=True)
-    assert library_refusal(TEXT, 5) in page
+    assert escape(library_refusal(TEXT, 5)) in page
     assert f"Training job {job_id}" in page  # the job page again, with its Run again button
     assert count(app, TrainingJob) == 1  # nothing new queued
 

@@ -81,6 +81,10 @@ class TrainingMode:
         """How many ids the base symbols take (the first merge gets this id)."""
         raise NotImplementedError
 
+    def base_description(self, alphabet_size: int) -> str:
+        """How many ids the base symbols take and what they are, for a refusal."""
+        return f"{self.base_size(alphabet_size):,} base ids"
+
     def base_vocab(self, alphabet: list[str] | None) -> dict[int, bytes]:
         """id -> bytes of each base symbol."""
         raise NotImplementedError

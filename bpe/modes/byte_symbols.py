@@ -30,6 +30,9 @@ class ByteLevelMode(TrainingMode):
     def base_size(self, alphabet_size: int) -> int:
         return 256
 
+    def base_description(self, alphabet_size: int) -> str:
+        return "256 base ids (one per byte)"
+
     def base_vocab(self, alphabet: list[str] | None) -> dict[int, bytes]:
         return {i: bytes([i]) for i in range(256)}
 

@@ -61,6 +61,10 @@ class WordsMode(TrainingMode):
     def base_size(self, alphabet_size: int) -> int:
         return alphabet_size + 1
 
+    def base_description(self, alphabet_size: int) -> str:
+        base = self.base_size(alphabet_size)
+        return f"{base:,} base ids (the text's {alphabet_size:,} distinct characters and </w>)"
+
     def base_vocab(self, alphabet: list[str] | None) -> dict[int, bytes]:
         table = {i: char.encode("utf-8") for i, char in enumerate(alphabet or [])}
         table[len(alphabet or [])] = b""  # `</w>` adds no bytes: `ends_word` says where a word ends

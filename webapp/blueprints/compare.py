@@ -58,7 +58,14 @@ from webapp.rendering.comparison import (
 )
 from webapp.rendering.playground import Display, check_playground_text, list_display
 from webapp.rendering.replay import merge_views
-from webapp.rendering.segmentation import boundary_diff, clamp_merges, scrub, view_marks
+from webapp.rendering.segmentation import (
+    ChipMark,
+    boundary_diff,
+    clamp_merges,
+    row_cuts,
+    scrub,
+    view_marks,
+)
 from webapp.rendering.token_display import counts, token_infos, token_view
 from webapp.storage import browse, compare_sets, db
 
@@ -248,18 +255,36 @@ def _scrub_setting(sides: list[dict[str, Any]], values: MultiDict[str, str]) -> 
     return {"by": by, "k": k, "high": high, "per_side": per_side, "full": k == high}
 
 
-def _diff_mark(cut: bool, inside: int) -> Mark:
+def _diff_mark(mark: ChipMark) -> Mark:
     """(extra classes, tooltip note, label note) of one chip of the diff stream."""
-    if not cut and not inside:
+    if not (mark.before or mark.after or mark.inside):
         return NO_MARK
     classes, note = "", ""
-    if cut:
+    if mark.before:
         classes += " cut-differs"
-        note += " · a cut only some make"
-    if inside:
+        note += " · a cut only some make before it"
+    if mark.after:
+        classes += " cut-after-differs"
+        note += " · a cut only some make after it"
+    if mark.inside:
         classes += " spans-cut"
-        note += f" · runs across {inside} cut{'s' if inside != 1 else ''} others make"
+        note += f" · runs across {mark.inside} cut{'s' if mark.inside != 1 else ''} others make"
     return classes, note, note
+
+
+def _diff_pair(values: MultiDict[str, str], rows: int) -> tuple[int, int] | None:
+    """`diff`: "all" (every row against the others, the default) or two letters, "ab" to
+    "cd", to mark only where those two rows differ; a 400 for anything else."""
+    raw = (values.get("diff") or "all").strip().lower()
+    if raw == "all":
+        return None
+    letters = "abcd"[:rows]
+    if len(raw) == 2 and raw[0] in letters and raw[1] in letters and raw[0] < raw[1]:
+        return letters.index(raw[0]), letters.index(raw[1])
+    pairs = ", ".join(a + b for i, a in enumerate(letters) for b in letters[i + 1 :])
+    raise UserError(
+        f"diff must be all or two of this set's letters ({pairs}), not {raw[:20]!r}.", status=400
+    )
 
 
 def _encoded(context: dict[str, Any], values: MultiDict[str, str]) -> dict[str, Any]:
@@ -286,13 +311,18 @@ def _encoded(context: dict[str, Any], values: MultiDict[str, str]) -> dict[str, 
                 "merge_views": merge_views(tok, cut.merge),
             }
         )
-    diff = boundary_diff(
-        [row["scrub"].segmentation for row in rows], len(text.encode("utf-8", "surrogatepass"))
-    )
+    # The diff is of what the view draws: in the ids view every token is a chip; in the text
+    # view a chip may join the tokens of one character (its cuts show with "hex bytes").
+    text_bytes = len(text.encode("utf-8", "surrogatepass"))
+    for row in rows:
+        shown = (
+            [1] * len(row["ids"]) if display.view == "ids" else [len(c.ids) for c in row["chips"]]
+        )
+        row["cuts"] = row_cuts(row["scrub"].segmentation, shown, text_bytes)
+    diff = boundary_diff([row["cuts"] for row in rows], pair=_diff_pair(values, len(rows)))
     for row, row_diff in zip(rows, diff.rows, strict=True):
         row["diff"] = row_diff
-        marks = view_marks(row["scrub"].segmentation, [len(c.ids) for c in row["chips"]], row_diff)
-        row["marks"] = [_diff_mark(cut, inside) for cut, inside in marks]
+        row["marks"] = [_diff_mark(mark) for mark in view_marks(row["cuts"], row_diff)]
     # Only tokenisers that kept every character are ranked: fewer tokens bought by turning
     # characters into <unk> is not better compression.
     ranked = [row for row in rows if not row["unknown"]]

@@ -86,7 +86,9 @@ def show(slug: str, evaluation_id: int) -> ResponseReturnValue:
         corpus=corpus,
         ev=evaluation_display.EvaluationView(row, row.tokenizer, evaluations.status_of(row)),
         figures=figures,
-        **evaluation_display.token_lists(tok, figures),
+        **evaluation_display.token_lists(
+            tok, figures, never_page=evaluation_display.never_page_arg(request.args)
+        ),
     )
 
 

@@ -11,7 +11,13 @@ from werkzeug.datastructures import MultiDict
 
 import bpe
 from webapp.content import imports
-from webapp.content.sample import DEMO_TEXT, comparison_url, find_sample, sample_siblings
+from webapp.content.sample import (
+    DEMO_TEXT,
+    comparison_url,
+    find_sample,
+    playground_url,
+    sample_siblings,
+)
 from webapp.jobs.settings import JobSettings, smallest_vocab
 from webapp.jobs.store import job_of_corpus, jobs_of_corpus
 from webapp.plumbing import owners
@@ -123,6 +129,7 @@ def render_home(
         tokenizers=listings.recent_tokenizers(session, owner_id=owner_id),
         sample=sample,
         sample_compare_url=comparison_url(sample),
+        sample_playground_url=playground_url,
         error=error,
         import_error=import_error,
         form=form or {},

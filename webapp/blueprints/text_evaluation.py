@@ -54,7 +54,9 @@ def page(slug: str) -> ResponseReturnValue:
         text = _checked_text(box_text(request.form))
         tok = load_tokenizer(db.session(), context["row"])
         figures = evaluate(tok, [text])
-        lists = evaluations.token_lists(tok, figures)
+        lists = evaluations.token_lists(
+            tok, figures, never_page=evaluations.never_page_arg(request.form)
+        )
     context.update(text=text, figures=figures, tab="evaluate", **lists)
     if request.method == "POST" and is_fragment_request():
         return render_template("tokenizers/_evaluation_result.html", **context)

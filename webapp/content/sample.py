@@ -251,6 +251,12 @@ def comparison_url(state: SampleState) -> str | None:
     return url_for("compare.show", slug_a=naive.slug, slug_b=chunked.slug, text=DEMO_TEXT)
 
 
+def playground_url(row: Tokenizer) -> str:
+    """One of the pair's playgrounds, opened on DEMO_TEXT already cut (an empty box shows
+    nothing to a first visitor)."""
+    return url_for("tokenizers.show", slug=row.slug, text=DEMO_TEXT, _anchor="playground-title")
+
+
 def sample_siblings(session: Session, row: Tokenizer) -> list[Tokenizer]:
     """The sample pair (but `row`) when `row` was trained on the sample corpus, by the site or
     by a visitor: what anyone training on the sample wants to hold theirs against."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import bpe
 from bpe.modes import get_mode, mode_names
-from bpe.training import check_vocab_size, smallest_vocab_size
+from bpe.training import check_vocab_fits, smallest_vocab_size
 from webapp.refusals import UserError
 
 MAX_VOCAB_SIZE = 200_000
@@ -121,11 +121,13 @@ def check_fits_corpus(settings: JobSettings, word_alphabet_size: int | None) -> 
     corpus, so a job bound to fail is never queued."""
     if get_mode(settings.mode).uses_alphabet and word_alphabet_size is None:
         return  # not counted: the job's trainer says it (see CorpusStats)
-    base, specials = smallest_vocab_size(
-        settings.mode, settings.special_tokens, alphabet_size=word_alphabet_size
-    )
     try:
-        check_vocab_size(settings.vocab_size, base=base, specials=specials)
+        check_vocab_fits(
+            settings.mode,
+            settings.vocab_size,
+            settings.special_tokens,
+            alphabet_size=word_alphabet_size,
+        )
     except ValueError as exc:
         raise UserError(str(exc)) from None
 

@@ -144,16 +144,24 @@ def _marked(c: Chip, mark: Mark) -> str:
     )
 
 
-def id_stream_html(chips: Sequence[Chip], label: str = "Token ids") -> Markup:
+def id_stream_html(
+    chips: Sequence[Chip], label: str = "Token ids", *, marks: Sequence[Mark] | None = None
+) -> Markup:
     """The ids view: one chip per token id, coloured like the text view (a joined group's ids
-    share its colour), a space between chips so the ids wrap and copy as separate numbers."""
+    share its colour), a space between chips so the ids wrap and copy as separate numbers.
+    `marks`, one per id, add classes and notes as in `stream_html`."""
     parts: list[str] = []
+    at = 0
     for n, c in enumerate(chips):
         head = _HEADS[n % PALETTE_SIZE]
-        rest = (
-            f'{c.classes}" tabindex="-1" role="listitem" data-tip="{c.tip}" aria-label="{c.label}">'
-        )
-        parts.extend(f"{head}{rest}{token_id}</span>" for token_id in c.ids)
+        for token_id in c.ids:
+            mark = marks[at] if marks is not None else NO_MARK
+            at += 1
+            extra, tip_note, label_note = (str(escape(part)) for part in mark)
+            parts.append(
+                f'{head}{c.classes}{extra}" tabindex="-1" role="listitem" data-tip="{c.tip}'
+                f'{tip_note}" aria-label="{c.label}{label_note}">{token_id}</span>'
+            )
     return Markup(
         f'<div class="tokens tokens-ids" role="list" tabindex="0" aria-label="{escape(label)}">'
         + " ".join(parts)

@@ -13,7 +13,9 @@ import bpe
 from bpe.evaluate import Evaluation as BpeEvaluation
 from webapp.jobs.evaluations import status_of
 from webapp.rendering.token_display import token_infos, token_view
+from webapp.storage.browse import Page
 from webapp.storage.evaluations import candidates, rows_of_corpus
+from webapp.storage.list_queries import Paging
 from webapp.storage.models import Corpus, EvaluationRow, JobStatus, Tokenizer
 
 SORTS = {  # query value -> (label, key on an EvaluationView); the best first
@@ -90,23 +92,38 @@ def table_context(
     }
 
 
-NEVER_USED_SHOWN = 500
+NEVER_USED_PER_PAGE = 200  # a page of the never-used grid: a screen or two of chips
 
 
-def token_lists(tok: bpe.Tokenizer, figures: BpeEvaluation | None) -> dict[str, Any]:
-    """The longest tokens used (with counts) and the first NEVER_USED_SHOWN never-used ones, as
-    chips; what an evaluation's page lists under its figures."""
+def never_page_arg(values: Any) -> int:
+    """The never-used grid's page (`never_page`, from 1); a 400 for anything else."""
+    return Paging.from_args({"page": values.get("never_page", "")}).page
+
+
+def token_lists(
+    tok: bpe.Tokenizer, figures: BpeEvaluation | None, *, never_page: int = 1
+) -> dict[str, Any]:
+    """The longest tokens used (with counts) and one page of the never-used ones (by id), as
+    chips; what an evaluation's page lists under its figures. A page past the last is a 404."""
     if figures is None:
-        return {"longest": [], "never_views": [], "never_total": 0}
+        return {"longest": [], "never_views": [], "never_total": 0, "never_page": None}
     longest_ids = [i for i, _ in figures.longest]
+    page = Page(
+        rows=[],
+        total=len(figures.never_used),
+        paging=Paging(page=never_page, per_page=NEVER_USED_PER_PAGE),
+    )
+    if page.total:
+        page = page.must_exist()
+    first = (never_page - 1) * NEVER_USED_PER_PAGE
+    shown = figures.never_used[first : first + NEVER_USED_PER_PAGE]
     return {
         "longest": [
             (token_view(info, whitespace=True), count)
             for info, (_, count) in zip(token_infos(tok, longest_ids), figures.longest, strict=True)
         ],
-        "never_views": [
-            token_view(info, whitespace=True)
-            for info in token_infos(tok, figures.never_used[:NEVER_USED_SHOWN])
-        ],
-        "never_total": len(figures.never_used),
+        "never_views": [token_view(info, whitespace=True) for info in token_infos(tok, shown)],
+        "never_total": page.total,
+        "never_page": page,
+        "never_first": first + 1,
     }

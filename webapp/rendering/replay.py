@@ -11,7 +11,7 @@ import bpe
 from webapp.refusals import UserError
 from webapp.rendering.chips import NO_MARK, Chip, Mark, encoded_chips
 from webapp.rendering.segmentation import REPLAY_MAX_BYTES, REPLAY_MAX_PAIRS, Replay
-from webapp.rendering.token_display import TokenInfo, TokenView, token_infos, token_view
+from webapp.rendering.token_display import TokenView, token_infos, token_view
 
 
 def scrub_arg(values: Mapping[str, str], name: str) -> int | None:
@@ -93,7 +93,10 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
                 {
                     "left": token_view(parts[0], invalid="hex", whitespace=True, colour=0),
                     "right": token_view(parts[1], invalid="hex", whitespace=True, colour=1),
-                    "rank": _rule_rank(tok, merged),
+                    # The 0-based merge rank, as every chip and page says it. A tiktoken file
+                    # ranks tokens by id instead, but its merges are derived in that order
+                    # (bpe.rank_rule.derive_merges): the lowest merge rank is its lowest rank.
+                    "rank": merged.rank,
                     "new_id": new_id,
                     "applied": (left, right) == step.applied,
                 }
@@ -106,7 +109,7 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
                 "pairs": pairs,
                 "more_pairs": len(step.present) - len(pairs),
                 "applied": token_view(merged, invalid="hex", whitespace=True, colour=2),
-                "rank": _rule_rank(tok, merged),
+                "rank": merged.rank,
                 "times": len(step.positions),
                 "after": _chips(tok, step.after, made),
             }
@@ -127,13 +130,6 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
         and len(replay.result) == 1
         and replay.result[0] in tok.special_tokens.values(),
     }
-
-
-def _rule_rank(tok: bpe.Tokenizer, made: TokenInfo) -> int | None:
-    """The rank a replay step goes by: the merge's rank (our encoder's rule, docs/algorithms.md
-    "Encoding", and HF's merge list), or for tiktoken the joined token's own rank, which in its
-    files is the token's id."""
-    return made.token_id if tok.rule == "tiktoken" else made.rank
 
 
 def _window_in_page(replay: Replay, page_ids: Sequence[int]) -> tuple[int, int] | None:

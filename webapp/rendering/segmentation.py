@@ -133,57 +133,112 @@ _CHARACTER_START = re.compile(rb"[^\x80-\xbf]")
 
 
 # ----- the boundary diff ----------------------------------------------------------------------
+# The diff counts what it draws: a row's cuts are the edges of the chips its view shows (a
+# chip can join the tokens that split a character, and words mode drops the whitespace
+# between its tokens), so every cut counted is marked on a chip, and every cut marked counted.
+@dataclass(frozen=True)
+class RowCuts:
+    """One row's inner cuts (the text's start and end are not cuts) as its view draws them."""
+
+    chips: list[tuple[int, int]]  # (start byte, end byte) of each chip shown
+    drawn: frozenset[int]  # at a chip's edge: its start, or its end where a gap follows
+    hidden: frozenset[int]  # inside a chip: tokens it joins into one character
+
+
+def row_cuts(seg: Segmentation, view_token_counts: Sequence[int], text_bytes: int) -> RowCuts:
+    """The cuts of a segmentation as a view that shows `view_token_counts[i]` tokens as chip i.
+
+    >>> seg = Segmentation([], [1, 2, 3], [(0, 1), (1, 3), (4, 6)], [0, 0, 0])
+    >>> cuts = row_cuts(seg, [2, 1], 6)  # chip 0 joins tokens 0 and 1; a gap at byte 3
+    >>> cuts.chips, sorted(cuts.drawn), sorted(cuts.hidden)
+    ([(0, 3), (4, 6)], [3, 4], [1])
+    """
+    spans = seg.spans
+    chips = []
+    index = 0
+    for count in view_token_counts:
+        chips.append((spans[index][0], spans[index + count - 1][1]))
+        index += count
+    edges = {cut for chip in chips for cut in chip}
+    inner = seg.boundaries - {0, text_bytes}
+    drawn = frozenset(edges - {0, text_bytes})
+    return RowCuts(chips, drawn, frozenset(inner - drawn))
+
+
 @dataclass(frozen=True)
 class BoundaryDiff:
-    agreeing: int  # inner boundaries every tokeniser has
-    differing: int  # inner boundaries some but not all have
+    agreeing: int  # inner boundaries every compared row draws
+    differing: int  # inner boundaries some but not all of them draw
     rows: list[RowDiff]
+    hidden: int = 0  # cuts inside characters only some rows make (drawn with "hex bytes")
+    pair: tuple[int, int] | None = None  # the two rows compared, or None for all of them
 
 
 @dataclass(frozen=True)
 class RowDiff:
-    only_some: frozenset[int]  # this row's boundaries that not every row has
-    lacks: frozenset[int]  # boundaries other rows have that this row cuts through
+    only_some: frozenset[int]  # this row's drawn cuts that not every compared row draws
+    lacks: frozenset[int]  # cuts other compared rows draw that fall inside one of its chips
+    compared: bool = True  # False: a row outside the pair compared, left unmarked
 
 
-def boundary_diff(segmentations: Sequence[Segmentation], text_bytes: int) -> BoundaryDiff:
-    """Compare the inner boundaries (the text's start and end are not cuts) of every row.
+def boundary_diff(rows: Sequence[RowCuts], *, pair: tuple[int, int] | None = None) -> BoundaryDiff:
+    """Compare the drawn cuts of every row, or of the two rows of `pair` only.
 
-    >>> a = Segmentation([], [1, 2], [(0, 2), (2, 4)], [0, 0])
-    >>> b = Segmentation([], [1, 2, 3], [(0, 1), (1, 2), (2, 4)], [0, 0, 0])
-    >>> d = boundary_diff([a, b], 4)
+    >>> a = RowCuts([(0, 2), (2, 4)], frozenset({2}), frozenset())
+    >>> b = RowCuts([(0, 1), (1, 2), (2, 4)], frozenset({1, 2}), frozenset())
+    >>> d = boundary_diff([a, b])
     >>> (d.agreeing, d.differing, sorted(d.rows[0].lacks), sorted(d.rows[1].only_some))
     (1, 1, [1], [1])
     """
-    inner = [s.boundaries - {0, text_bytes} for s in segmentations]
-    if not inner:
+    chosen = list(pair) if pair is not None else list(range(len(rows)))
+    compared = [rows[i] for i in chosen]
+    if not compared:
         return BoundaryDiff(0, 0, [])
-    everywhere = set.intersection(*inner)
-    anywhere = set.union(*inner)
+    everywhere = frozenset.intersection(*(r.drawn for r in compared))
+    anywhere = frozenset.union(*(r.drawn for r in compared))
     differing = anywhere - everywhere
-    rows = [
-        RowDiff(only_some=frozenset(cuts & differing), lacks=frozenset(differing - cuts))
-        for cuts in inner
-    ]
-    return BoundaryDiff(len(everywhere), len(differing), rows)
+    # Cuts inside characters that only some rows make: a chip's edge is never inside one, so
+    # these are what "hex bytes" (a chip per token) would add to `differing`.
+    full = [r.drawn | r.hidden for r in compared]
+    hidden = frozenset.union(*full) - frozenset.intersection(*full) - anywhere
+    out = []
+    for i, row in enumerate(rows):
+        if i not in chosen:
+            out.append(RowDiff(frozenset(), frozenset(), compared=False))
+            continue
+        missing = sorted(differing - row.drawn)
+        inside = {cut for cut in missing if _inside_a_chip(row.chips, cut)}
+        out.append(RowDiff(only_some=row.drawn & differing, lacks=frozenset(inside)))
+    return BoundaryDiff(len(everywhere), len(differing), out, len(hidden), pair)
 
 
-def view_marks(
-    seg: Segmentation, view_token_counts: Sequence[int], row: RowDiff
-) -> list[tuple[bool, int]]:
-    """Per shown token (a view may join several tokens): (its start is a boundary only some
-    rows have, how many boundaries of other rows fall inside it)."""
+def _inside_a_chip(chips: list[tuple[int, int]], cut: int) -> bool:
+    at = bisect.bisect_right(chips, (cut, float("inf"))) - 1
+    return at >= 0 and chips[at][0] < cut < chips[at][1]
+
+
+@dataclass(frozen=True)
+class ChipMark:
+    """What one chip of a diff row shows: a bar before it (a cut only some make starts it), a
+    bar after it (one ends it before a gap), and how many cuts of others it runs across."""
+
+    before: bool
+    after: bool
+    inside: int
+
+
+def view_marks(cuts: RowCuts, row: RowDiff) -> list[ChipMark]:
+    """One mark per chip; its bars and its count add up to the row's `only_some` and
+    `lacks`."""
     lacks = sorted(row.lacks)
     only_some = row.only_some
-    spans = seg.spans
+    chips = cuts.chips
     marks = []
-    index = 0
-    for count in view_token_counts:
-        start = spans[index][0]
-        end = spans[index + count - 1][1]
+    for n, (start, end) in enumerate(chips):
         inside = bisect.bisect_left(lacks, end) - bisect.bisect_right(lacks, start) if lacks else 0
-        marks.append((start in only_some, max(inside, 0)))
-        index += count
+        next_start = chips[n + 1][0] if n + 1 < len(chips) else None
+        after = end in only_some and end != next_start
+        marks.append(ChipMark(start in only_some, after, max(inside, 0)))
     return marks
 
 
