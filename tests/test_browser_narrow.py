@@ -90,6 +90,8 @@ def pages(site):
         "compare-4": f"/compare/{'/'.join(slugs)}?text={TYPED}",
         "evaluation": f"/c/{corpus.slug}/evaluations/1",
         "evaluate": f"/t/{chunked}/evaluate",
+        "decode": f"/t/{chunked}/decode?ids=" + "+".join(map(str, range(256, 300))),
+        "vocab-diff": f"/compare/{naive_slug}/{chunked}/vocab?side=b",
         "job": job.headers["Location"],
         "import": imported.headers["Location"],
     }
