@@ -80,12 +80,17 @@ def run(text: str, mode: str, vocab: int) -> dict:
     out: dict = {"mode": mode, "merges": len(tok.merges), "seconds": ended - started}
     out["merging"] = ended - merging_from[0]
     worst = {"new": 1.0, "old": 1.0, "straight": 1.0}
+    out["worst_at"] = None
     for now, done, _, *estimates in reports:
         if done < FROM * target or done >= target:
             continue
         actual = ended - now
         for name, value in zip(worst, estimates, strict=True):
-            worst[name] = max(worst[name], miss(value, actual))
+            off = miss(value, actual)
+            if off > worst[name]:
+                worst[name] = off
+                if name == "new":
+                    out["worst_at"] = (done / target, actual)
     out["worst"] = worst
     for share in MARKS:
         now, done, _, *estimates = next(r for r in reports if r[1] >= share * target)
@@ -137,8 +142,10 @@ def main() -> None:
                     )
                 worst = result["worst"]
                 first = result["first"]
+                at = result["worst_at"]
+                where = f" (at {at[0]:.0%}, {at[1]:.1f} s left)" if at else ""
                 print(
-                    f"  worst from {FROM:.0%} on: shown {worst['new']:.2f}x, previous"
+                    f"  worst from {FROM:.0%} on: shown {worst['new']:.2f}x{where}, previous"
                     f" {worst['old']:.2f}x, straight line {worst['straight']:.2f}x"
                 )
                 if first:

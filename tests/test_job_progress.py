@@ -58,7 +58,7 @@ def test_the_estimate_follows_falling_costs_where_a_straight_line_is_far_off():
 
 def measured_run(merges=4000, *, alpha=1.2, gamma=0.75, load=lambda share: 1.0, noise=0.0):
     """A run shaped as benchmarks/eta_check.py measured real ones: merge r's pair occurs
-    50000 * r**-alpha times and costs the trainer 2e-5 * count**gamma CPU seconds (naive
+    50000 * r**-alpha times and costs the trainer 4e-4 * count**gamma CPU seconds (naive
     English: gamma ~0.75), the wall time being that times the machine's load (a function of the
     share of merges done) and, with `noise`, times a factor drawn for every 50 merges from
     1 +- noise (other processes coming and going).
@@ -70,7 +70,7 @@ def measured_run(merges=4000, *, alpha=1.2, gamma=0.75, load=lambda share: 1.0, 
     jitter = 1.0
     for r in range(1, merges + 1):
         count = 50_000 * r**-alpha
-        spent = 2e-5 * count**gamma
+        spent = 4e-4 * count**gamma
         if r % 50 == 1:
             jitter = 1 + noise * (2 * rng.random() - 1)
         cpu += spent
@@ -79,6 +79,11 @@ def measured_run(merges=4000, *, alpha=1.2, gamma=0.75, load=lambda share: 1.0, 
         if r % 10 == 0:
             reports.append((wall, cpu, r, int(count), int(tokens)))
     return reports, wall
+
+
+def agrees(shown: float, truly_left: float) -> bool:
+    """Within 1.5x either way, or both under a second (the page says "less than a second")."""
+    return (shown < 1 and truly_left < 1) or 1 / 1.5 <= shown / truly_left <= 1.5
 
 
 def feed(estimator, reports, merges, *, with_cpu=True):
@@ -96,7 +101,7 @@ def test_from_a_fifth_of_the_merges_on_the_estimate_is_within_a_factor_of_1_5():
     for done, wall, estimate in feed(MergeEstimator(), reports, 4000, with_cpu=False):
         if done >= 800 and done < 4000:
             assert estimate is not None, done
-            assert 1 / 1.5 <= estimate.seconds / (end - wall) <= 1.5, done
+            assert agrees(estimate.seconds, end - wall), done
             assert estimate.low <= estimate.seconds <= estimate.high
             checked += 1
     assert checked > 300
@@ -108,7 +113,7 @@ def test_the_load_changing_mid_run_moves_the_estimate_only_by_the_new_pace():
     reports, end = measured_run(load=lambda share: 1.0 if share < 0.15 else 3.0)
     for done, wall, estimate in feed(MergeEstimator(), reports, 4000):
         if done >= 800 and done < 4000:
-            assert 1 / 1.5 <= estimate.seconds / (end - wall) <= 1.5, done
+            assert agrees(estimate.seconds, end - wall), done
 
 
 def test_the_estimate_does_not_jump_when_the_wall_times_are_noisy():

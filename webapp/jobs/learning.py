@@ -24,7 +24,7 @@ import bpe
 from bpe.modes import get_mode
 
 SAMPLE_PIECES = 16  # stretches of the corpus, evenly spaced, make the sample
-SAMPLE_CHARS = 32_768  # characters of the sample, all stretches together
+SAMPLE_CHARS = 16_384  # characters of the sample, all stretches together
 RECENT = 10  # latest merges kept
 POINTS = 120  # points of the curves kept: when full, every other one is dropped
 _DEAD = -1  # an id slot merged into its left neighbour

@@ -74,7 +74,7 @@ class MergeEstimator:
       slows down late in a run).
     The estimate is their geometric mean and the range between them is shown with it. The CPU
     time left is turned into wall time at the pace of the latest fifth of the merges (how
-    loaded the machine is now), and a small share of the set-up time is added for the tear-down.
+    loaded the machine is now), and the trainer's tear-down is added (TEARDOWN_CPU).
     A fit on wall time alone was 2-8x off mid-job.
     """
 
@@ -84,7 +84,10 @@ class MergeEstimator:
     FIT_FROM = 0.1  # the fits cover ranks from this share of the merges done to the last
     WINDOWS = 10
     PACE_SHARE = 0.2  # wall per CPU second over this latest share of the ranks merged
-    TEARDOWN_SHARE = 0.02  # of the set-up's CPU time (measured 0.01-0.1 s after the last merge)
+    # The trainer's tear-down after the last merge took 0.01-0.1 s of CPU on both corpora (and
+    # its wall time the pace times that): at least TEARDOWN_CPU, more after a long set-up.
+    TEARDOWN_CPU = 0.04
+    TEARDOWN_SHARE = 0.02
     BETA = (0.2, 1.5)  # the power fit's exponent is kept within these
     MAX_SAMPLES = 4000
 
@@ -149,7 +152,7 @@ class MergeEstimator:
         high, low = self._cost_fit(edges), self._power_fit(edges)
         if high is None or low is None:
             return None
-        extra = self.TEARDOWN_SHARE * self.setup_cpu
+        extra = max(self.TEARDOWN_CPU, self.TEARDOWN_SHARE * self.setup_cpu)
         pace = self._pace()
         high, low = (high + extra) * pace, (low + extra) * pace
         high, low = max(high, low), min(high, low)

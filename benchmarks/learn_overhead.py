@@ -1,0 +1,105 @@
+"""What "watch it learn" costs a training job (webapp/jobs/learning.py): a job's training
+(`webapp.jobs.task.train_job`, as a runner calls it) on english_small (6.5 MB), with the
+watcher and with a watcher that does nothing, runs interleaved; and, in the runs with it, the
+time spent inside the watcher itself (building the sample, applying each merge to it, the
+snapshots), measured directly.
+
+The peer is the same job without the watcher, in the same run.
+
+    .venv/bin/python benchmarks/learn_overhead.py [--corpus english_small] [--mode chunked]
+        [--vocab 4000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import ROOT  # puts this checkout first on sys.path
+
+import webapp.jobs.task
+from webapp.jobs.learning import LearningWatch
+from webapp.jobs.settings import JobSettings
+
+CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
+
+
+class TimedWatch(LearningWatch):
+    """The watcher, adding up the time spent inside it."""
+
+    spent = 0.0
+
+    def __init__(self, *args, **kwargs) -> None:
+        began = time.perf_counter()
+        super().__init__(*args, **kwargs)
+        TimedWatch.spent += time.perf_counter() - began
+
+    def observe(self, *args, **kwargs) -> None:
+        began = time.perf_counter()
+        super().observe(*args, **kwargs)
+        TimedWatch.spent += time.perf_counter() - began
+
+    def snapshot(self) -> str:
+        began = time.perf_counter()
+        made = super().snapshot()
+        TimedWatch.spent += time.perf_counter() - began
+        return made
+
+
+class IdleWatch:
+    """A watcher that watches nothing: the job as it was before."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def observe(self, *args, **kwargs) -> None:
+        pass
+
+    def snapshot(self) -> str:
+        return ""
+
+
+def job_seconds(settings: JobSettings, text: str, watch: type) -> float:
+    webapp.jobs.task.LearningWatch = watch  # type: ignore[assignment,misc]
+    began = time.perf_counter()
+    webapp.jobs.task.train_job(settings, text, report=lambda update: None, should_stop=bool)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", default="english_small")
+    parser.add_argument("--mode", default="chunked")
+    parser.add_argument("--vocab", type=int, default=4000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    text = (CORPORA / f"{args.corpus}.txt").read_text(encoding="utf-8")
+    settings = JobSettings(mode=args.mode, vocab_size=args.vocab)
+    print(f"{args.corpus}: {len(text.encode()):,} bytes, {args.mode}, vocab {args.vocab:,}")
+    with_watch, without = [], []
+    inside = []
+    for n in range(args.repeat):
+        TimedWatch.spent = 0.0
+        with_watch.append(job_seconds(settings, text, TimedWatch))
+        inside.append(TimedWatch.spent)
+        without.append(job_seconds(settings, text, IdleWatch))
+        print(
+            f"run {n + 1}: with the watcher {with_watch[-1]:.2f} s (inside it {inside[-1]:.3f} s),"
+            f" without {without[-1]:.2f} s"
+        )
+    a, b = statistics.median(with_watch), statistics.median(without)
+    share = statistics.median(i / w for i, w in zip(inside, with_watch, strict=True))
+    print(
+        f"median: with {a:.2f} s, without {b:.2f} s (ratio {a / b:.3f});"
+        f" inside the watcher {100 * share:.2f}% of the job"
+    )
+
+
+if __name__ == "__main__":
+    main()
