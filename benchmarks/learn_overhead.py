@@ -17,6 +17,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,25 +33,32 @@ CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
 
 
 class TimedWatch(LearningWatch):
-    """The watcher, adding up the time spent inside it."""
+    """The watcher, adding up the wall and the CPU time spent inside it."""
 
     spent = 0.0
+    cpu = 0.0
 
     def __init__(self, *args, **kwargs) -> None:
-        began = time.perf_counter()
-        super().__init__(*args, **kwargs)
-        TimedWatch.spent += time.perf_counter() - began
+        with inside():
+            super().__init__(*args, **kwargs)
 
     def observe(self, *args, **kwargs) -> None:
-        began = time.perf_counter()
-        super().observe(*args, **kwargs)
-        TimedWatch.spent += time.perf_counter() - began
+        with inside():
+            super().observe(*args, **kwargs)
 
     def snapshot(self) -> str:
-        began = time.perf_counter()
-        made = super().snapshot()
+        with inside():
+            return super().snapshot()
+
+
+@contextmanager
+def inside() -> Iterator[None]:
+    began, cpu = time.perf_counter(), time.thread_time()
+    try:
+        yield
+    finally:
         TimedWatch.spent += time.perf_counter() - began
-        return made
+        TimedWatch.cpu += time.thread_time() - cpu
 
 
 class IdleWatch:
@@ -65,11 +74,12 @@ class IdleWatch:
         return ""
 
 
-def job_seconds(settings: JobSettings, text: str, watch: type) -> float:
+def job_seconds(settings: JobSettings, text: str, watch: type) -> tuple[float, float]:
+    """(wall, CPU of this thread) seconds of the job's training."""
     webapp.jobs.task.LearningWatch = watch  # type: ignore[assignment,misc]
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.thread_time()
     webapp.jobs.task.train_job(settings, text, report=lambda update: None, should_stop=bool)
-    return time.perf_counter() - began
+    return time.perf_counter() - began, time.thread_time() - cpu
 
 
 def main() -> None:
@@ -82,23 +92,29 @@ def main() -> None:
     text = (CORPORA / f"{args.corpus}.txt").read_text(encoding="utf-8")
     settings = JobSettings(mode=args.mode, vocab_size=args.vocab)
     print(f"{args.corpus}: {len(text.encode()):,} bytes, {args.mode}, vocab {args.vocab:,}")
-    with_watch, without = [], []
-    inside = []
+    with_watch, without, shares = [], [], []
     for n in range(args.repeat):
-        TimedWatch.spent = 0.0
-        with_watch.append(job_seconds(settings, text, TimedWatch))
-        inside.append(TimedWatch.spent)
-        without.append(job_seconds(settings, text, IdleWatch))
-        print(
-            f"run {n + 1}: with the watcher {with_watch[-1]:.2f} s (inside it {inside[-1]:.3f} s),"
-            f" without {without[-1]:.2f} s"
+        TimedWatch.spent = TimedWatch.cpu = 0.0
+        (wall, cpu), (idle_wall, idle_cpu) = (
+            job_seconds(settings, text, TimedWatch),
+            job_seconds(settings, text, IdleWatch),
         )
-    a, b = statistics.median(with_watch), statistics.median(without)
-    share = statistics.median(i / w for i, w in zip(inside, with_watch, strict=True))
-    print(
-        f"median: with {a:.2f} s, without {b:.2f} s (ratio {a / b:.3f});"
-        f" inside the watcher {100 * share:.2f}% of the job"
-    )
+        with_watch.append((wall, cpu))
+        without.append((idle_wall, idle_cpu))
+        shares.append((TimedWatch.spent / wall, TimedWatch.cpu / cpu))
+        print(
+            f"run {n + 1}: with the watcher {wall:.2f} s wall, {cpu:.2f} s CPU (inside it"
+            f" {TimedWatch.spent:.3f} s wall, {TimedWatch.cpu:.3f} s CPU); without"
+            f" {idle_wall:.2f} s wall, {idle_cpu:.2f} s CPU"
+        )
+    for i, what in enumerate(("wall", "CPU (the training thread's)")):
+        a = statistics.median(run[i] for run in with_watch)
+        b = statistics.median(run[i] for run in without)
+        share = statistics.median(run[i] for run in shares)
+        print(
+            f"median {what}: with {a:.2f} s, without {b:.2f} s (ratio {a / b:.3f});"
+            f" inside the watcher {100 * share:.2f}% of the job"
+        )
 
 
 if __name__ == "__main__":

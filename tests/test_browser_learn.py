@@ -166,14 +166,14 @@ def test_a_running_job_draws_its_merges_and_curves_live(training_server, browser
 
     expect.set_options(timeout=60_000)  # the machine may be busy: wait generously
     page = browser.new_page(viewport={"width": 1200, "height": 1000})
-    upload(page, training_server, "Watch corpus", make_random_words(180_000))
+    upload(page, training_server, "Watch corpus", make_random_words(120_000))
     page.select_option("#train-mode", "naive")
     page.fill("#train-vocab", "2500")
     page.click("form.train-form button[type=submit]")
     expect(page.locator("h1")).to_contain_text("Training job")
     page.evaluate("window.__notReloaded = true")
     merges = page.locator(".watch-learn .latest-merges li")
-    expect(merges.first).to_be_visible()
+    expect(merges.first).to_be_visible(timeout=240_000)  # after reading and counting pairs
     expect(merges.first.locator(".tok")).to_have_count(3)  # left + right -> what it became
     curve = page.locator(".compression-chart polyline.curve")
     expect(curve).to_be_attached()
@@ -190,12 +190,12 @@ def test_a_running_job_draws_its_merges_and_curves_live(training_server, browser
         " const r = document.querySelector('.latest-merges .rank');"
         " const done = r ? +r.textContent.replace(/[#,]/g, '') : 0;"
         " return s.dataset.status !== 'running' || done > 300; }",
-        timeout=120_000,
+        timeout=240_000,
     )
     if status.get_attribute("data-status") == "running":
         shot(page, "watch-it-learn.png")
     assert page.evaluate("window.__notReloaded === true")  # redrawn in place, not reloaded
-    expect(status).to_have_attribute("data-status", "succeeded", timeout=180_000)
+    expect(status).to_have_attribute("data-status", "succeeded", timeout=400_000)
     expect(page.locator(".watch-learn .vocab-now")).to_have_text("2,500")
     expect(page.locator(".vocab-chart polyline.curve")).to_be_attached()
     page.close()
