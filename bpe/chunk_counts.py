@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import regex
@@ -63,23 +63,38 @@ _WAIT_STEP = 0.02
 _PIECE_CHUNKS = 1 << 13
 
 
-def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) -> Counter[str]:
+def count_chunks(
+    text: str,
+    pattern: str,
+    *,
+    should_stop: StopFn | None = None,
+    advanced: Callable[[int], None] | None = None,
+) -> Counter[str]:
     """Each distinct chunk of text -> how often it occurs, in first-seen order (empty ones
     included, as the pattern yields them). With the GPT-4 pattern, should_stop is asked
-    between blocks and TrainingCancelled(0) raised if it says so."""
+    between blocks and TrainingCancelled(0) raised if it says so, and `advanced` is told how
+    many of the text's characters are split after each block (another pattern is split in
+    one piece: told once, at the end)."""
+    split = _Advance(advanced, len(text))
     if pattern != GPT4_PATTERN:  # under the split time limit, unless a built-in pattern
         if compile_pattern(pattern).groups:  # findall would give groups, not whole matches
-            return Counter(m.group() for m in finditer_bounded(pattern, text))
-        return Counter(findall_bounded(pattern, text))
+            counts = Counter(m.group() for m in finditer_bounded(pattern, text))
+        else:
+            counts = Counter(findall_bounded(pattern, text))
+        split.to(len(text))
+        return counts
     if len(text) < PARALLEL_MIN_CHARS or (os.cpu_count() or 1) < 2:
-        return _count_in_blocks(text, should_stop=should_stop)
+        return _count_in_blocks(text, should_stop=should_stop, advanced=split.to)
     cut = _safe_cut(text, len(text) // 2)
     if cut is None:
-        return _count_in_blocks(text, should_stop=should_stop)
+        return _count_in_blocks(text, should_stop=should_stop, advanced=split.to)
     helper = _Helper(text, cut)
+    # The helper counts the second half alongside, at about the same pace: this half's
+    # progress stands for both.
+    split.scale = len(text) / cut
     try:
         _check(should_stop)
-        counts = _count_in_blocks(text, should_stop=should_stop, end=cut)
+        counts = _count_in_blocks(text, should_stop=should_stop, end=cut, advanced=split.to)
         for piece in helper.result(should_stop):
             counts.update(piece)
             _check(should_stop)
@@ -87,8 +102,20 @@ def count_chunks(text: str, pattern: str, *, should_stop: StopFn | None = None) 
         helper.stop()
         raise
     if not helper.ok:  # the helper could not run: count here, slower but the same
-        counts.update(_count_in_blocks(text, should_stop=should_stop, start=cut))
+        split.scale = 1.0
+        counts.update(_count_in_blocks(text, should_stop=should_stop, start=cut, advanced=split.to))
     return counts
+
+
+class _Advance:
+    """Tells a splitter's `advanced` callback how far it has got (if there is one)."""
+
+    def __init__(self, advanced: Callable[[int], None] | None, total: int) -> None:
+        self.advanced, self.total, self.scale = advanced, total, 1.0
+
+    def to(self, done: int) -> None:
+        if self.advanced is not None:
+            self.advanced(min(self.total, int(done * self.scale)))
 
 
 def _check(should_stop: StopFn | None) -> None:
@@ -109,9 +136,11 @@ def _count_in_blocks(
     *,
     start: int = 0,
     end: int | None = None,
+    advanced: Callable[[int], None] | None = None,
 ) -> Counter[str]:
     """GPT-4 pattern chunks of text[start:end] counted a block at a time, blocks cut only at
-    safe cuts (start and end must be safe cuts too), should_stop asked between blocks."""
+    safe cuts (start and end must be safe cuts too), should_stop asked between blocks and
+    `advanced` told the end of each block counted."""
     counts: Counter[str] = Counter()
     stop = len(text) if end is None else end
 
@@ -123,6 +152,8 @@ def _count_in_blocks(
         stop - start, lambda: _check(should_stop), most=block_chars or _BLOCK_CHARS, cut=cut
     ):
         counts.update(split_chunks(text[start + first : start + last], GPT4_PATTERN))
+        if advanced is not None:
+            advanced(start + last)
     return counts
 
 

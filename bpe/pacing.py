@@ -82,6 +82,7 @@ class Clock:
         self.should_stop = should_stop
         self.next_check = 0.0
         self.reported = 0  # merges done at the last report
+        self.split = (0, 0)  # characters of the text split so far, of all (see `splitting`)
 
     def tick(self) -> None:
         if time.perf_counter() >= self.next_check:
@@ -104,6 +105,15 @@ class Clock:
         if self.progress is not None and self.records and self.reported != len(self.records):
             self._report()
 
+    def splitting(self, total: int) -> Callable[[int], None]:
+        """A callback for the splitters to say how many of the text's `total` characters are
+        split so far; the next report (it does not make one) carries the figure."""
+
+        def advanced(done: int) -> None:
+            self.split = (min(done, total), total)
+
+        return advanced
+
     def stop_fn(self) -> StopFn:
         """This clock as a should_stop for code that asks one (and raises itself)."""
 
@@ -121,7 +131,8 @@ class Clock:
         if not self.records:
             # Set-up of a large corpus takes seconds: say so rather than stay silent.
             if self.initial_total is None:
-                self.progress(Progress(0, 0, None, 0, 0))
+                done, total = self.split
+                self.progress(Progress(0, 0, None, 0, 0, split_done=done, split_total=total))
             else:
                 self.progress(Progress(0, self.target, None, 0, self.initial_total))
             return

@@ -214,11 +214,18 @@ class Splitter:
 
     def chunks(self, text: str, pattern: str) -> list[tuple[bytes, int]]:
         """`chunk_sequences`: each distinct chunk of the split pattern, counted."""
-        return chunk_sequences(text, pattern, should_stop=self.clock.stop_fn())
+        return chunk_sequences(
+            text,
+            pattern,
+            should_stop=self.clock.stop_fn(),
+            advanced=self.clock.splitting(len(text)),
+        )
 
     def words(self, text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
         """`word_sequences`: the alphabet and each distinct word's ids, counted."""
-        return word_sequences(text, should_stop=self.clock.stop_fn())
+        return word_sequences(
+            text, should_stop=self.clock.stop_fn(), advanced=self.clock.splitting(len(text))
+        )
 
     def counted(self, pieces: Iterable[str]) -> list[tuple[bytes, int]]:
         """Each distinct non-empty piece's UTF-8 bytes with how often it occurs (first-seen
@@ -232,11 +239,16 @@ class Splitter:
 
 
 def chunk_sequences(
-    text: str, pattern: str, *, should_stop: StopFn | None = None
+    text: str,
+    pattern: str,
+    *,
+    should_stop: StopFn | None = None,
+    advanced: Callable[[int], None] | None = None,
 ) -> list[tuple[bytes, int]]:
-    """Distinct chunks as bytes (byte ids), each with how often it occurs (first-seen order)."""
+    """Distinct chunks as bytes (byte ids), each with how often it occurs (first-seen order);
+    `advanced(characters split so far)` as `count_chunks` calls it."""
     tick = _stop_tick(should_stop)
-    counts = count_chunks(text, pattern, should_stop=should_stop)
+    counts = count_chunks(text, pattern, should_stop=should_stop, advanced=advanced)
     sequences: list[tuple[bytes, int]] = []
     # A large corpus has a million distinct chunks: encoding them all, and freeing them, are
     # long steps.
@@ -250,13 +262,17 @@ def chunk_sequences(
 
 
 def word_sequences(
-    text: str, *, should_stop: StopFn | None = None
+    text: str,
+    *,
+    should_stop: StopFn | None = None,
+    advanced: Callable[[int], None] | None = None,
 ) -> tuple[list[str], list[tuple[list[int], int]]]:
     """The alphabet (sorted by code point) and each distinct word as char ids plus `</w>`.
 
     Words are counted a block at a time, blocks cut at whitespace so no word is split, and
     should_stop is asked between blocks (and between slices of the later steps): splitting a
     large corpus takes far longer than the 100 ms within which a cancel must be honoured.
+    `advanced`, if given, is told how many characters are split after each block.
     """
     tick = _stop_tick(should_stop)
 
@@ -267,6 +283,8 @@ def word_sequences(
     counts: Counter[str] = Counter()
     for start, stop in slices(len(text), tick, most=_WORD_BLOCK_CHARS, cut=at_space):
         counts.update(text[start:stop].split())
+        if advanced is not None:
+            advanced(stop)
     seen: set[str] = set()
     words = iter(counts)
     for start, stop in slices(len(counts), tick):

@@ -23,8 +23,9 @@ class MergeRecord(NamedTuple):
 
 class Progress(NamedTuple):
     """Where training is. While the text is still being split (and the trainer has not yet
-    counted its tokens), every field is 0 (and pair None); during the rest of the trainer's
-    set-up merges_done is 0 with the real target and token total."""
+    counted its tokens), every field is 0 (and pair None) but split_done and split_total;
+    during the rest of the trainer's set-up merges_done is 0 with the real target and token
+    total."""
 
     merges_done: int
     merges_target: int
@@ -34,6 +35,10 @@ class Progress(NamedTuple):
     # Every merge made since the previous report, oldest first, as (left, right, new id): a
     # watcher can then name each token it sees, however many merges one report spans.
     learned: tuple[tuple[int, int, int], ...] = ()
+    # While the text is split: how many of its characters are split so far, of split_total
+    # (both 0 when splitting is not measured: naive mode, or a pattern split in one piece).
+    split_done: int = 0
+    split_total: int = 0
 
 
 ProgressFn = Callable[[Progress], None]

@@ -145,3 +145,57 @@ def test_scrub_with_the_keyboard_and_ask_why(live_server, browser, trio):
     panel.scroll_into_view_if_needed()
     shot(page, "why-this-split.png")
     page.close()
+
+
+# ----- watching a training job learn ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def training_server(tmp_path_factory):
+    """A server whose runner trains the jobs it is given (in a child process, as in production)."""
+    for url, _app in serve_app(tmp_path_factory.mktemp("watch"), jobs_execution="thread"):
+        yield url
+
+
+def test_a_running_job_draws_its_merges_and_curves_live(training_server, browser):
+    """The job page of a naive training on ~1 MB: the latest merges appear as tokens, and the
+    compression curve is redrawn while the job runs, by htmx's polling (the page itself is
+    never reloaded); the finished page keeps the curves."""
+    from playwright.sync_api import expect
+
+    from tests.conftest import make_random_words
+    from tests.test_browser_e2e import upload
+
+    expect.set_options(timeout=60_000)  # the machine may be busy: wait generously
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    upload(page, training_server, "Watch corpus", make_random_words(120_000))
+    page.select_option("#train-mode", "naive")
+    page.fill("#train-vocab", "2500")
+    page.click("form.train-form button[type=submit]")
+    expect(page.locator("h1")).to_contain_text("Training job")
+    page.evaluate("window.__notReloaded = true")
+    merges = page.locator(".watch-learn .latest-merges li")
+    expect(merges.first).to_be_visible(timeout=240_000)  # after reading and counting pairs
+    expect(merges.first.locator(".tok")).to_have_count(3)  # left + right -> what it became
+    curve = page.locator(".compression-chart polyline.curve")
+    expect(curve).to_be_attached()
+    first = curve.get_attribute("points")
+    page.wait_for_function(
+        "p => { const c = document.querySelector('.compression-chart polyline.curve');"
+        " return c && c.getAttribute('points') !== p; }",
+        arg=first,
+        timeout=60_000,
+    )
+    status = page.locator(".job-status")
+    page.wait_for_function(  # a few hundred merges in, for the screenshot
+        "() => { const s = document.querySelector('.job-status');"
+        " const r = document.querySelector('.latest-merges .rank');"
+        " const done = r ? +r.textContent.replace(/[#,]/g, '') : 0;"
+        " return s.dataset.status !== 'running' || done > 300; }",
+        timeout=240_000,
+    )
+    if status.get_attribute("data-status") == "running":
+        shot(page, "watch-it-learn.png")
+    assert page.evaluate("window.__notReloaded === true")  # redrawn in place, not reloaded
+    expect(status).to_have_attribute("data-status", "succeeded", timeout=400_000)
+    expect(page.locator(".watch-learn .vocab-now")).to_have_text("2,500")
+    expect(page.locator(".vocab-chart polyline.curve")).to_be_attached()
+    page.close()

@@ -350,3 +350,36 @@ def test_a_worker_runs_an_evaluation_that_the_web_process_only_queued(
     assert done.status == "succeeded", done.error
     assert done.tokens == len(tok.tok.encode(SAMPLE_TEXT))
     assert not claim(database, evaluation_id)  # a duplicate message finds nothing to run
+
+
+def test_a_workers_job_page_shows_it_learning_through_the_database(
+    web, celery_workers, random_words
+):
+    """The worker writes the learning to the row; the web process, which never trains, draws
+    the latest merges and the curves from it while the job runs (docs/training.md)."""
+    import json
+
+    corpus = corpus_of(web, random_words(60_000))
+    settings = JobSettings(mode="naive", trainer="efficient", vocab_size=1200)
+    owner = ensure_owner(web, TEST_OWNER_TOKEN)  # the client's: a job page is its owner's only
+    job_id = web.extensions["bpe_jobs"].submit(corpus.id, settings, owner_id=owner)
+    celery_workers()
+    client = web.test_client()
+    drawn = []
+
+    def look() -> bool:
+        row = job(web, job_id)
+        if (
+            row.status == "running"
+            and len(json.loads(row.learning or '{"points": []}')["points"]) > 2
+        ):
+            page = client.get(f"/c/{corpus.slug}/jobs/{job_id}/status").text
+            if 'class="learn-chart compression-chart"' in page and "latest-merges" in page:
+                drawn.append(row.merges_done)
+        return row.finished
+
+    wait_for(look, timeout=240, interval=0.1)
+    assert job(web, job_id).status == "succeeded", job(web, job_id).error
+    assert drawn, "the page never drew the learning while the worker trained"
+    page = client.get(f"/c/{corpus.slug}/jobs/{job_id}").text
+    assert '<strong class="vocab-now">1,200</strong>' in page

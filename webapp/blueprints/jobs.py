@@ -20,6 +20,7 @@ from webapp.plumbing import owners
 from webapp.plumbing.inputs import json_body
 from webapp.plumbing.security import external_url
 from webapp.refusals import UserError
+from webapp.rendering.learning import learning_data
 from webapp.storage import db
 from webapp.storage.models import Corpus, TrainingJob
 
@@ -126,6 +127,16 @@ def job_json(corpus: Corpus, job: TrainingJob) -> dict[str, Any]:
         "merges_target": job.merges_target,
         "wall_seconds": job.wall_seconds,
         "merging_seconds_left": job.estimate_seconds,
+        # The range the time left lies in, while it is estimated (webapp/jobs/progress.py).
+        "merging_seconds_left_range": None
+        if job.estimate_low is None or job.estimate_high is None
+        else [job.estimate_low, job.estimate_high],
+        # While the text is split: characters split so far, of all.
+        "split": None
+        if not job.split_total
+        else {"done": job.split_done or 0, "total": job.split_total},
+        # The latest merges and the curves the page draws (webapp/jobs/learning.py).
+        "learning": learning_data(job.learning),
         "error": job.error,
         "cancel_requested": bool(job.cancel_requested),
         "rerun_of": job.rerun_of_id,

@@ -63,6 +63,9 @@ class Update:
     count: int | None = None
     phase: str | None = None  # webapp/jobs/progress.py PHASES
     estimate: float | None = None  # seconds of merging left; None until it can be honest
+    estimate_range: tuple[float, float] | None = None  # (low, high) seconds, with estimate
+    split: tuple[int, int] | None = None  # characters split so far, of all (while splitting)
+    learning: str | None = None  # JSON: what the page draws (webapp/jobs/learning.py)
 
 
 @dataclass
@@ -355,7 +358,15 @@ class JobStore(JobRows):
     def _start_values(self) -> dict[str, Any]:
         # "reading" at once: the first report comes only after the corpus is read (seconds
         # for a large one), and a running job with no phase says nothing at all.
-        return {"merges_done": 0, "elapsed_seconds": 0.0, "phase": "reading"}
+        # A job run again (a redelivered message) starts its drawings afresh.
+        return {
+            "merges_done": 0,
+            "elapsed_seconds": 0.0,
+            "phase": "reading",
+            "split_done": None,
+            "split_total": None,
+            "learning": None,
+        }
 
     def _queue_order(self) -> tuple[Any, ...]:
         return (TrainingJob.id,)
@@ -463,8 +474,14 @@ class JobStore(JobRows):
                 current_pair=update_.pair,
                 current_count=update_.count,
                 estimate_seconds=update_.estimate,
+                estimate_low=None if update_.estimate_range is None else update_.estimate_range[0],
+                estimate_high=None if update_.estimate_range is None else update_.estimate_range[1],
                 phase=update_.phase,
             )
+            if update_.split is not None:
+                values.update(split_done=update_.split[0], split_total=update_.split[1])
+            if update_.learning is not None:
+                values["learning"] = update_.learning
         return self.beat(job_id, **values)
 
     def store_result(self, job_id: int, tok: bpe.Tokenizer, elapsed: float) -> bool:
@@ -488,7 +505,7 @@ class JobStore(JobRows):
             if tok.training is not None:
                 job.merges_target = max(len(tok.merges), job.merges_target or 0)
             job.elapsed_seconds = elapsed
-            job.estimate_seconds = 0.0
+            job.estimate_seconds = job.estimate_low = job.estimate_high = 0.0
             job.finished_at = job.heartbeat_at = utcnow()
             return True
 

@@ -16,14 +16,17 @@ from collections.abc import Callable
 import bpe
 from bpe.modes import get_mode
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, QueueLimits
-from webapp.jobs.progress import MergeEstimator, phase_of
+from webapp.jobs.learning import LearningWatch
+from webapp.jobs.progress import Estimate, MergeEstimator, phase_of
 from webapp.jobs.settings import JobSettings
 from webapp.jobs.store import JobRows, JobStore, Update
 from webapp.storage import faults
 from webapp.storage.db import Database
 from webapp.storage.models import JobStatus, TrainingJob
 
-ESTIMATE_EVERY = 0.25  # seconds between two estimates (each looks at every sample)
+# Seconds between two estimates (each looks at every sample) and two snapshots of what the
+# page draws of the learning.
+ESTIMATE_EVERY = 0.25
 
 
 class PairNamer:
@@ -32,9 +35,8 @@ class PairNamer:
     before (`bpe.Progress.learned`), so every learned token's bytes are known; null remains
     only for a trainer that does not list them."""
 
-    def __init__(self, settings: JobSettings, text: str) -> None:
-        if get_mode(settings.mode).uses_alphabet:  # characters (sorted) and </w>, as words
-            alphabet = sorted({c for c in set(text) if not c.isspace()})
+    def __init__(self, alphabet: list[str] | None) -> None:
+        if alphabet is not None:  # characters (sorted) and </w>, as words mode numbers them
             self.known = {i: c.encode("utf-8") for i, c in enumerate(alphabet)}
             self.known[len(alphabet)] = b"</w>"
             self.base = len(alphabet) + 1
@@ -68,32 +70,52 @@ def train_job(
     report: Callable[[Update], None],
     should_stop: Callable[[], bool],
 ) -> bpe.Tokenizer:
-    """Run bpe.train for a job's settings; `report` gets every progress step, with its phase
-    and (while merging) the estimate of the time left."""
-    namer = PairNamer(settings, text)
+    """Run bpe.train for a job's settings; `report` gets every progress step, with its phase,
+    how far splitting has got, (while merging) the estimate of the time left, and what the
+    job page draws of the learning (webapp/jobs/learning.py)."""
     mode = get_mode(settings.mode)
+    # Words mode numbers characters sorted, as `bpe.word_sequences` does.
+    alphabet = sorted({c for c in set(text) if not c.isspace()}) if mode.uses_alphabet else None
+    namer = PairNamer(alphabet)
+    pattern = bpe.resolve_pattern(settings.pattern or "gpt4") if mode.uses_pattern else None
+    watch = LearningWatch(settings.mode, text, pattern=pattern, alphabet=alphabet)
     splits = mode.uses_pattern or mode.uses_alphabet
     estimator = MergeEstimator()
+    started = time.monotonic()
     estimated_at = [float("-inf")]
-    estimate: list[float | None] = [None]
+    estimate: list[Estimate | None] = [None]
+    learning: list[str | None] = [None]
+    drawn = [-1]  # merges done at the last snapshot
 
     def progress(p: bpe.Progress) -> None:
         now = time.monotonic()
-        estimator.observe(now, p.merges_done, p.merges_target, p.count, p.total_tokens)
+        # The trainer calls this in its own thread: that thread's CPU time is the trainer's.
+        estimator.observe(
+            now, p.merges_done, p.merges_target, p.count, p.total_tokens, cpu=time.thread_time()
+        )
         phase = phase_of(p.merges_done, p.merges_target, p.total_tokens)
         if phase == "splitting" and not splits:
             phase = "counting"  # naive mode splits nothing: its set-up reads the byte sequence
-        if phase == "merging" and now - estimated_at[0] >= ESTIMATE_EVERY:
-            estimated_at[0], estimate[0] = now, estimator.seconds_left()
+        pair = namer.name(p)
+        watch.observe(p, now - started, namer.known)
+        last = p.merges_done == p.merges_target and drawn[0] != p.merges_done
+        if now - estimated_at[0] >= ESTIMATE_EVERY or learning[0] is None or last:
+            estimated_at[0], learning[0], drawn[0] = now, watch.snapshot(), p.merges_done
+            if phase == "merging":
+                estimate[0] = estimator.estimate()
+        shown = estimate[0] if phase == "merging" else None
         # A target of 0 means the text is still being split: the target is not known yet.
         report(
             Update(
                 p.merges_done,
                 p.merges_target or None,
-                namer.name(p),
+                pair,
                 p.count,
                 phase=phase,
-                estimate=estimate[0] if phase == "merging" else None,
+                estimate=None if shown is None else shown.seconds,
+                estimate_range=None if shown is None else (shown.low, shown.high),
+                split=(p.split_done, p.split_total) if p.split_total else None,
+                learning=learning[0],
             )
         )
 

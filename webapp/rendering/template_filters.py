@@ -18,6 +18,7 @@ from webapp.jobs.progress import PHASES
 from webapp.refusals import human_bytes
 from webapp.rendering.chips import id_stream_html, stream_html, token_html
 from webapp.rendering.downloads import unavailable
+from webapp.rendering.learning import learning_view
 from webapp.rendering.page_text import escape_html, form_value_html, visible_html
 from webapp.rendering.token_display import TokenInfo, TokenView, token_view
 
@@ -36,6 +37,7 @@ def init_app(app: Flask) -> None:
         when=when_filter,
         pair_views=pair_views_filter,
         phase_label=phase_label_filter,
+        learning=learning_view,
     )
     app.jinja_env.globals.update(
         job_phases=PHASES,

@@ -308,6 +308,14 @@ class TrainingJob(JobDelivery, Base):
     current_count: Mapped[int | None] = mapped_column(Integer)
     elapsed_seconds: Mapped[float | None] = mapped_column(Float)
     estimate_seconds: Mapped[float | None] = mapped_column(Float)  # remaining; None: not yet
+    # The range the estimate lies in (webapp/jobs/progress.py, two fits), with it (migration 0020).
+    estimate_low: Mapped[float | None] = mapped_column(Float)
+    estimate_high: Mapped[float | None] = mapped_column(Float)
+    # While the text is split: characters split so far, of all (migration 0020).
+    split_done: Mapped[int | None] = mapped_column(Integer)
+    split_total: Mapped[int | None] = mapped_column(Integer)
+    # JSON: the latest merges and the curves the job page draws (webapp/jobs/learning.py).
+    learning: Mapped[str | None] = mapped_column(Text)
     # reading, splitting, counting, merging, storing (webapp/jobs/phases.py); None before start
     phase: Mapped[str | None] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
