@@ -1,4 +1,5 @@
-"""The `bpe` command line: train, encode, decode, export, import, evaluate and inspect tokenisers.
+"""The `bpe` command line: train, encode, decode, export, import, evaluate and inspect tokenisers,
+and count a conversation's tokens (`bpe chat`, `bpe.chat_cli`).
 
 Every failure a user can cause (a bad argument, an unreadable file, a corrupt tokeniser)
 ends with one line on stderr and a non-zero exit, never a traceback.
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from bpe import chat_cli
 from bpe.formats import TokenizerFileError, load, save
 from bpe.model import MODES, Tokenizer
 from bpe.training import DEFAULT_TRAINER, TRAINERS, train
@@ -115,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
     p.add_argument("--merges", type=int, default=10, help="how many first merges to list")
     p.set_defaults(run=run_info)
+
+    chat_cli.add_parser(commands)
     return parser
 
 

@@ -59,6 +59,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
 
     from webapp.blueprints import (
         api,
+        chat,
         compare,
         corpora,
         home,
@@ -79,6 +80,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         job_views,
         tokenizers,
         compare,
+        chat,
         api,
         import_views,
         evaluation_views,
