@@ -79,7 +79,9 @@ def test_every_message_is_found_and_framing_is_marked(name):
     assert all(n > 0 for n in count.per_message)
     # The special tokens the template writes are framing, never a message's.
     assert any(count.special)
-    assert all(owner is None for owner, special in zip(count.owners, count.special) if special)
+    assert all(
+        owner is None for owner, special in zip(count.owners, count.special, strict=True) if special
+    )
 
 
 def test_the_models_without_a_template_say_so():
@@ -96,7 +98,8 @@ def test_the_models_without_a_template_say_so():
             "ran for over",
         ),
         (
-            "{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+            "{% set ns = namespace(s='ab') %}{% for i in range(60) %}"
+            "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
             "built a text of over",
         ),
         ("{{ 'x' * 10**9 }}", "built a text of over"),
@@ -107,7 +110,8 @@ def test_the_models_without_a_template_say_so():
             "built a text of over",
         ),
         (
-            "{% set x %}{% for i in range(100000) %}{{ messages[0].content * 1000 }}{% endfor %}{% endset %}{{ x }}",
+            "{% set x %}{% for i in range(100000) %}{{ messages[0].content * 1000 }}"
+            "{% endfor %}{% endset %}{{ x }}",
             "built a text of over",
         ),
     ],
