@@ -44,10 +44,11 @@ def add_parser(commands: Any) -> None:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    tok = _tokenizer(args.tokenizer, args.config)
+    # The conversation first: a bad one is refused before a large model file is read.
     messages, add_generation_prompt = parse_conversation(
         parse_json(_read(args.conversation), source=args.conversation)
     )
+    tok = _tokenizer(args.tokenizer, args.config)
     if args.no_generation_prompt:
         add_generation_prompt = False
     count = count_chat(
