@@ -3,9 +3,10 @@
 The format is the model's own where it has one: the Jinja template its `tokenizer_config.json`
 carries (`bpe.chat_template`, as transformers' `apply_chat_template` renders it); for OpenAI's
 tokenisers and ours, the formats of `bpe.chat_formats`. The rendered text is encoded whole, as
-the model would receive it (special tokens the template writes are special tokens), so the
-total is exact; each token then belongs to the message whose content it overlaps, or to the
-framing: the template's own text and the special tokens around the messages. docs/chat.md.
+the model would receive it (special tokens the format writes are special tokens; in a
+template's text every special token it names is one, as in HF), so the total is exact; each
+token then belongs to the message whose content it overlaps, or to the framing: the
+template's own text and the special tokens around the messages. docs/chat.md.
 
 >>> tok = Tokenizer(mode="naive", merges=[])
 >>> count = count_chat(tok, [Message("user", "hi")], add_generation_prompt=False)
@@ -18,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import regex
 
@@ -46,7 +48,7 @@ def template_format(chat: ChatTemplate) -> ChatFormat:
 
     def render(messages: Sequence[Message], add_generation_prompt: bool) -> Rendered:
         text = render_template(chat, messages, add_generation_prompt=add_generation_prompt)
-        return Rendered(text, _find_contents(text, messages))
+        return Rendered(text, _find_contents(text, messages), specials_in_text=True)
 
     return ChatFormat("template", "the model's own chat template (tokenizer_config.json)", render)
 
@@ -163,13 +165,14 @@ def _encode(
     ids: list[int] = []
     special: list[bool] = []
     spans: list[tuple[int, int]] = []
+    allowed: Literal["all"] | tuple[()] = "all" if rendered.specials_in_text else ()
     for start, piece, extra_id in _pieces(rendered):
         if extra_id is not None:
             ids.append(extra_id)
             special.append(True)
             spans.append((start, start + len(piece)))
             continue
-        piece_ids = tok.encode(piece, allowed_special="all")
+        piece_ids = tok.encode(piece, allowed_special=allowed)
         ids.extend(piece_ids)
         special.extend(tok.is_special(i) for i in piece_ids)
         spans.extend((start + a, start + b) for a, b in _token_spans(tok, piece, piece_ids))

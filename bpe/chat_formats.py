@@ -10,7 +10,8 @@
 - `harmony`: gpt-oss's, from OpenAI's harmony format guide: a system message of the model's
   own (identity, knowledge cutoff, today's date, reasoning effort, channels), a `system` message
   of the conversation becomes the developer's `# Instructions`, assistant replies go to the
-  `final` channel, the reply is primed with `<|start|>assistant`. Its tokens are the file's own.
+  `final` channel, the reply is primed with `<|start|>assistant`. Its ids are o200k_harmony's,
+  which gpt-oss's file gives the same tokens (a tokeniser without them has no harmony).
 - `plain`: for the tokenisers trained here, which have no chat tokens: `{role}: {content}` and
   a blank line between messages, `assistant: ` to prime the reply; every token is text.
 
@@ -32,6 +33,10 @@ class Rendered:
     text: str
     spans: list[tuple[int, int] | None]  # each message's content in `text`; None: not found
     extra_specials: dict[str, int] = field(default_factory=dict)
+    # A template's text names special tokens as text, and HF encodes every one it names as a
+    # special token (a message's too). Our formats write theirs as `extra_specials` and keep a
+    # message's special-looking text as text, as OpenAI's API does with what a user types.
+    specials_in_text: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def _harmony(messages: Sequence[Message], add_generation_prompt: bool) -> Render
         out.frame("<|end|>")
     if add_generation_prompt:
         out.frame("<|start|>assistant")
-    return out.done()
+    return out.done(HARMONY_IDS)
 
 
 def _plain(messages: Sequence[Message], add_generation_prompt: bool) -> Rendered:
@@ -125,4 +130,6 @@ O200K = ChatFormat("o200k", "OpenAI's message format for GPT-4o (o200k_base)", _
 HARMONY = ChatFormat("harmony", "OpenAI's harmony format for gpt-oss", _harmony)
 PLAIN = ChatFormat("plain", "a plain format of our own (role: content), no chat tokens", _plain)
 FORMATS = {f.name: f for f in (CHATML, O200K, HARMONY, PLAIN)}
-HARMONY_TOKENS = frozenset({"<|start|>", "<|message|>", "<|end|>", "<|channel|>"})
+# o200k_harmony's ids (tiktoken), which gpt-oss's tokenizer.json gives them too.
+HARMONY_IDS = {"<|channel|>": 200005, "<|start|>": 200006, "<|end|>": 200007, "<|message|>": 200008}
+HARMONY_TOKENS = frozenset(HARMONY_IDS)
