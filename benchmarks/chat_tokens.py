@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import bench_app
+from _common import bench_app, owner_headers
 
 from bpe.chat import count_chat
 from bpe.chat_types import ChatTemplate, Message

@@ -21,15 +21,19 @@ TEMPLATE = (
 SPECIALS = ["<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
 
 
-@pytest.fixture
-def models(app):
-    """A templated HF import stored as "Llama 3", one without a template as "Llama 2"."""
-    trained = bpe.train(
+def trained_with_specials() -> bpe.Tokenizer:
+    return bpe.train(
         "the cat sat on the mat; the dog ate the rat. hello there\n" * 8,
         vocab_size=300,
         trainer="reference",
         special_tokens=SPECIALS,
     )
+
+
+@pytest.fixture
+def models(app):
+    """A templated HF import stored as "Llama 3", one without a template as "Llama 2"."""
+    trained = trained_with_specials()
     database = app.extensions["bpe_db"]
     templated = import_bytes(to_hf_json(trained).encode(), filename="tokenizer.json")
     templated.chat_template = ChatTemplate(TEMPLATE, "<s>", "</s>")
@@ -194,3 +198,21 @@ def test_a_tokeniser_trained_here_gets_the_plain_format(client, make_tokenizer):
     data = response.get_json()
     assert data["format"] == "plain"
     assert data["text"] == "user: the cat\n\nassistant: "
+
+
+def test_a_looping_template_is_stopped_and_said_so(app, client, models):
+    looping = import_bytes(to_hf_json(trained_with_specials()).encode(), filename="tokenizer.json")
+    looping.chat_template = ChatTemplate(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    )
+    slug = store_reference(app.extensions["bpe_db"], looping, "Qwen 3")
+    html = client.post("/chat", data=form(CONVERSATION, [slug, models["Llama 3"][0]])).get_data(
+        as_text=True
+    )
+    assert "the chat template ran for over 2 s and was stopped" in html
+    assert totals(html)[0] == "–" and totals(html)[1] != "–"  # the other model is counted
+    response = client.post(
+        f"/api/t/{slug}/chat", json={"messages": [{"role": "user", "content": "x"}]}
+    )
+    assert response.status_code == 422
+    assert "ran for over" in response.get_json()["error"]
