@@ -59,6 +59,22 @@ def model(name: str):
     return tok
 
 
+def tiktoken_encoding(path: Path):
+    """tiktoken's own Encoding from the local rank file and its pattern (no download)."""
+    import base64
+
+    import tiktoken
+
+    ranks = {}
+    for line in path.read_bytes().splitlines():
+        token, rank = line.split()
+        ranks[base64.b64decode(token)] = int(rank)
+    sidecar = json.loads(path.with_name(path.name + ".json").read_text(encoding="utf-8"))
+    return tiktoken.Encoding(
+        path.stem, pat_str=sidecar["pat_str"], mergeable_ranks=ranks, special_tokens={}
+    )
+
+
 def timed(fn, rounds: int) -> tuple[float, float]:
     times = []
     for _ in range(rounds):
@@ -69,7 +85,6 @@ def timed(fn, rounds: int) -> tuple[float, float]:
 
 
 def peers(toks: dict[str, object], messages: list[Message], rounds: int) -> None:
-    import tiktoken
     import transformers
 
     plain = [{"role": m.role, "content": m.content} for m in messages]
@@ -95,7 +110,8 @@ def peers(toks: dict[str, object], messages: list[Message], rounds: int) -> None
             )
             peer_name = "transformers"
         elif label in REFERENCES.values():
-            encoding = tiktoken.get_encoding("cl100k_base" if label == "GPT-4" else "o200k_base")
+            name = "cl100k_base" if label == "GPT-4" else "o200k_base"
+            encoding = tiktoken_encoding(ROOT / "reference-tokenizers" / f"{name}.tiktoken")
             # The peer encodes each message's content, as OpenAI's cookbook counts.
             peer, _ = timed(lambda e=encoding: [e.encode(m.content) for m in messages], rounds)
             peer_name = "tiktoken (contents only)"
@@ -110,6 +126,7 @@ def peers(toks: dict[str, object], messages: list[Message], rounds: int) -> None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--profile", action="store_true", help="where a request's time goes")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()}")
     app = bench_app("bench-chat-")
@@ -139,6 +156,13 @@ def main() -> None:
         f"POST /chat, 20 messages x 6 models, {args.rounds} rounds: median "
         f"{median * 1000:.0f} ms, worst {worst * 1000:.0f} ms (bar: median <= 200 ms)"
     )
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profile = cProfile.Profile()
+        profile.runcall(lambda: client.post("/chat", data=data, headers=headers))
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
     peers(toks, messages, args.rounds)
     print(f"load: {os.getloadavg()}")
 

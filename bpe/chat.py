@@ -202,16 +202,21 @@ def _token_spans(tok: Tokenizer, text: str, ids: list[int]) -> list[tuple[int, i
     (byte-level tokenisers); otherwise shared out by decoding prefixes. A token ending inside
     a character is counted to the end of that character."""
     raw = text.encode("utf-8")
-    lengths = [len(tok.display_bytes(i)) for i in ids]
-    if sum(lengths) != len(raw) or b"".join(tok.display_bytes(i) for i in ids) != raw:
+    parts = [tok.display_bytes(i) for i in ids]
+    if b"".join(parts) != raw:
         return _spans_by_decoding(tok, text, ids)
+    spans = []
+    at = 0
+    if len(raw) == len(text):  # ASCII: a byte is a character
+        for part in parts:
+            spans.append((at, at + len(part)))
+            at += len(part)
+        return spans
     starts = [0]  # byte offset where each character starts
     for ch in text:
         starts.append(starts[-1] + len(ch.encode("utf-8")))
-    spans = []
-    at = 0
-    for length in lengths:
-        end = at + length
+    for part in parts:
+        end = at + len(part)
         spans.append((bisect_right(starts, at) - 1, bisect_right(starts, end - 1)))
         at = end
     return spans
