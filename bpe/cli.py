@@ -1,4 +1,5 @@
-"""The `bpe` command line: train, encode, decode, export, import, evaluate and inspect tokenisers.
+"""The `bpe` command line: train, encode, decode, export, import, evaluate and inspect tokenisers,
+and count a conversation's tokens (`bpe chat`, `bpe.chat_cli`).
 
 Every failure a user can cause (a bad argument, an unreadable file, a corrupt tokeniser)
 ends with one line on stderr and a non-zero exit, never a traceback.
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+from bpe import chat_cli
 from bpe.formats import TokenizerFileError, load, save
 from bpe.model import MODES, Tokenizer
 from bpe.training import DEFAULT_TRAINER, TRAINERS, train
@@ -126,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--show", type=int, default=10, metavar="N", help="tokens listed per side (longest first)"
     )
     p.set_defaults(run=run_vocab_diff)
+    chat_cli.add_parser(commands)
     return parser
 
 

@@ -26,6 +26,9 @@ have them; their ids are the file's own, so the id rules above do not apply to t
   bytes; "text": the UTF-8 of HF's token text) and `model_extra` ({text: id} of model entries
   that are not ordinary tokens). These tokenisers need not have every single byte, and their
   merges' bytes need not join (a continuing-subword prefix is cut where parts join).
+- `chat_template`: only when the model's `tokenizer_config.json` has one (any tokeniser may
+  carry it): {"template": its Jinja text, "bos_token", "eos_token": their texts or null}, what
+  `bpe.chat` renders a conversation with (docs/chat.md).
 
 The same structure is kept in two parts where a file is not the store: `header_dict` (every key
 but the lists with one entry per merge or token) and `bulk_parts` (`merges`, `tokens`,
@@ -42,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from bpe.chat_types import ChatError, ChatTemplate
 from bpe.hf.errors import Malformed, Unsupported
 from bpe.hf.pipeline import HfPipeline
 from bpe.model import ImportSource, Mode, Tokenizer, TrainingStats
@@ -87,6 +91,8 @@ def header_dict(tok: Tokenizer) -> dict[str, Any]:
     }
     if tok.tokens is not None:
         data.update(_imported_keys(tok))
+    if tok.chat_template is not None:  # only then: files without one stay byte for byte
+        data["chat_template"] = tok.chat_template.to_json()
     return data
 
 
@@ -126,6 +132,7 @@ FILE_KEYS = (
     "ignore_merges",
     "source",
     "hf_pipeline",
+    "chat_template",
 )
 TRAINING_KEYS = (
     "trainer",
@@ -249,7 +256,17 @@ def parse_json(raw: str | bytes, *, source: str) -> Any:
 
 def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
     """Build a Tokenizer from the JSON structure, checking every field it relies on."""
+    tok = _from_dict(data, source=source)
+    raw = data.get("chat_template")
+    if raw is not None:
+        try:
+            tok.chat_template = ChatTemplate.from_json(raw)
+        except ChatError as exc:
+            raise TokenizerFileError(f"{source}: {exc}") from None
+    return tok
 
+
+def _from_dict(data: Any, *, source: str) -> Tokenizer:
     def fail(problem: str) -> TokenizerFileError:
         return TokenizerFileError(f"{source}: {problem}")
 

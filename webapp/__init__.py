@@ -59,6 +59,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
 
     from webapp.blueprints import (
         api,
+        chat,
         compare,
         corpora,
         home,
@@ -81,6 +82,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         tokenizers,
         compare,
         vocab_diff,
+        chat,
         api,
         import_views,
         evaluation_views,

