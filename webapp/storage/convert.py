@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 import bpe
 import bpe.formats
-from bpe.token_info import token_category
+from bpe.token_info import text_category
 from webapp.refusals import UserError
 from webapp.storage.models import Merge, Tokenizer, VocabEntry
 from webapp.storage.slugs import new_slug
@@ -174,10 +174,17 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
     for token_id in sorted(vocab):
         raw = vocab[token_id]
         ends_word = tok.ends_word(token_id)
-        # NUL becomes U+FFFD like any undecodable byte: PostgreSQL text cannot hold it.
-        text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-        rank = tok.merge_rank(token_id) if counts is not None else None
         special = token_id in specials
+        try:  # decoded once, for the category and the text shown
+            text = raw.decode("utf-8")
+            category = "special" if special else text_category(text)
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", errors="replace")
+            category = "special" if special else "partial-utf8"
+        # NUL becomes U+FFFD like any undecodable byte: PostgreSQL text cannot hold it.
+        if "\x00" in text:
+            text = text.replace("\x00", "\ufffd")
+        rank = tok.merge_rank(token_id) if counts is not None else None
         rows.append(
             (
                 tokenizer_id,
@@ -187,7 +194,7 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
                 raw.hex(),
                 len(raw),
                 len(text),
-                token_category(raw, special=special),
+                category,
                 counts[rank] if counts is not None and rank is not None else None,
                 special and token_id not in ordinary,
                 ends_word,
