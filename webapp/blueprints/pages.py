@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import abort, render_template, request
+from flask import abort, current_app, render_template, request
 from werkzeug.datastructures import MultiDict
 
 import bpe
@@ -21,8 +21,9 @@ from webapp.rendering import evaluations, model_counts
 from webapp.rendering.downloads import DOWNLOADS
 from webapp.rendering.playground import Display, check_playground_text
 from webapp.storage import browse, db, listings, model_choices
-from webapp.storage.models import Corpus, TrainingJob
+from webapp.storage.models import Corpus, Tokenizer, TrainingJob
 from webapp.storage.uploads import PREVIEW_CHARS
+from webapp.storage.warming import WARMER
 
 
 def get_corpus_or_404(slug: str) -> Corpus:
@@ -156,8 +157,20 @@ def home_playground(values: Any, *, sample_ids: list[int]) -> dict[str, Any]:
         "home_encoded": (
             model_counts.encode_picked(session, picked, text, display) if picked else None
         ),
-        "home_table": model_counts.count_table(session, choices, text, specials=display.specials),
+        "home_table": model_counts.count_table(
+            session,
+            choices,
+            text,
+            specials=display.specials,
+            load_seconds=current_app.config["HOME_LOAD_SECONDS"],
+            warm=_warm_later,
+        ),
     }
+
+
+def _warm_later(rows: list[Tokenizer]) -> None:
+    """The counts table's models not loaded yet, to the background loader."""
+    WARMER.warm(db.get_db(), [(row.id, row.slug) for row in rows])
 
 
 def render_corpus(

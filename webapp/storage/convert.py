@@ -259,12 +259,35 @@ def load_tokenizer_by_id(session: Session, tokenizer_id: int, slug: str) -> bpe.
     )
 
 
+def loaded_tokenizer(tokenizer_id: int, slug: str) -> bpe.Tokenizer | None:
+    """The tokeniser if this process has it loaded already, else None (nothing is read)."""
+    with _cache_lock:
+        return _cache.get((tokenizer_id, slug))
+
+
+_building: dict[tuple[int, str], threading.Lock] = {}  # key -> held while one thread builds it
+
+
 def _cached(key: tuple[int, str], build: Callable[[], bpe.Tokenizer]) -> bpe.Tokenizer:
     with _cache_lock:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    tok = build()
+        building = _building.setdefault(key, threading.Lock())
+    # One build per tokeniser: a request that wants one the warm-up thread (storage/warming.py)
+    # is loading waits for it instead of loading a second copy beside it.
+    with building:
+        with _cache_lock:
+            if key in _cache:
+                return _cache[key]
+        try:
+            return _remember(key, build())
+        finally:
+            with _cache_lock:
+                _building.pop(key, None)
+
+
+def _remember(key: tuple[int, str], tok: bpe.Tokenizer) -> bpe.Tokenizer:
     with _cache_lock:
         _cache[key] = tok
         evicted = len(_cache) > _CACHE_SIZE
