@@ -175,8 +175,13 @@ def stream_html(
         f'<div class="{list_class}" role="list" tabindex="0" aria-label="{escape(label)}">'
         + "<wbr>".join(parts[:shown])
         + "</div>"
-        + _cut_note(sum(len(c.ids) for c in chips[:shown]), sum(len(c.ids) for c in chips))
+        + (_cut_note(_ids_in(chips[:shown]), _ids_in(chips)) if shown < len(chips) else "")
     )
+
+
+def _ids_in(chips: Sequence[Chip]) -> int:
+    """Tokens in these chips (a group chip holds several)."""
+    return sum(map(len, [c.ids for c in chips]))
 
 
 def _marked(c: Chip, mark: Mark) -> str:
