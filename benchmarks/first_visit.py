@@ -18,6 +18,15 @@ what the web path adds to the training that cannot be skipped.
 
     .venv/bin/python benchmarks/first_visit.py            # 3 runs: cold + 3 warm, make run
     .venv/bin/python benchmarks/first_visit.py --runs 1
+    .venv/bin/python benchmarks/first_visit.py --home     # the home page after a restart
+
+`--home` times the home page of a site with every model imported (GPT-2, GPT-4, GPT-4o from
+reference-tokenizers/, the five tokenizer.json files of model-tokenizers/, the sample pair),
+by plain HTTP (no browser): the server started, its first answer to `/` (which counts the demo
+text in every model), then an htmx encode of a new text, then the same text again every 0.5 s
+until the table holds every count (the page's own polling); then the server stopped and started
+again on the same database, and the same once more. Before the background loader, the first
+answer waited for every model to load (~10 s).
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
+from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -101,6 +112,64 @@ def library_pair() -> float:
     return time.perf_counter() - started
 
 
+def prepare_models(folder: Path) -> None:
+    """A site with the references, every importable model file and the sample pair."""
+    from home_counts import load_models
+
+    from webapp import create_app
+
+    app = create_app({"DATABASE_URL": f"sqlite:///{folder / 'bench.sqlite3'}"})
+    print("\n".join(load_models(app, ROOT / "model-tokenizers")), flush=True)
+    app.extensions["bpe_db"].dispose()
+
+
+def home_after_start(folder: Path) -> tuple[float, float, float]:
+    """Seconds from starting the server to its first `/`, that answer to an encode, and from
+    the start until a table with every count."""
+    from server_load import owner_token
+
+    started = time.perf_counter()
+    server = Served(folder)  # returns once `/` has answered
+    try:
+        first_page = time.perf_counter() - started
+        token = owner_token(server.base)
+        text = f"A new text typed at {time.time():.0f}: the table counts it in every model."
+        body = urlencode({"text": text}).encode()
+        headers = {"HX-Request": "true", "Authorization": f"Bearer {token}"}
+        sent = time.perf_counter()
+        reply = post(server.base + "/encode", body, headers)
+        first_encode = time.perf_counter() - sent
+        while "still loading" in reply:
+            time.sleep(0.5)
+            reply = post(server.base + "/encode", body, headers)
+        return first_page, first_encode, time.perf_counter() - started
+    finally:
+        server.stop()
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> str:
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return response.read().decode()
+
+
+def home_main(runs: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bpe-first-visit-home-") as name:
+        folder = Path(name)
+        prepare_like_make_run(folder)
+        prepare_models(folder)
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for run in range(runs + 1):
+            page, encode, complete = home_after_start(folder)
+            print(
+                f"{'start' if run == 0 else f'restart {run}'}: first `/` {page:.2f} s after"
+                f" the server was started; then an encode of a new text {encode:.2f} s; every"
+                f" count in the table {complete:.2f} s after the start",
+                flush=True,
+            )
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -109,7 +178,11 @@ def main() -> None:
         default=3,
         help="runs (each: a cold site with 3 warm visits, a make-run site)",
     )
+    parser.add_argument("--home", action="store_true", help="the home page after a restart")
     args = parser.parse_args()
+    if args.home:
+        home_main(args.runs)
+        return
     from playwright.sync_api import sync_playwright
 
     cold: list[float] = []

@@ -1,8 +1,10 @@
 """Time per request of the merge scrubber and of a 4-way compare, for 5 KB of text on
 50,000-merge tokenisers (targets, so both feel immediate: scrubber <= 50 ms, 4-way compare
-<= 150 ms).
+<= 150 ms); with `--bytes 50000`, at the playground's limit (a scrubber step <= 300 ms, every
+page <= 40 bytes of HTML per byte of text: the B/byte column, the largest answer of the case).
 
     .venv/bin/python benchmarks/scrubber_compare.py [--merges 50000] [--repeat 30] [--train]
+        [--bytes 5000]
 
 Tokenisers are stored through the app's own path in a fresh SQLite database and requested
 through Flask's test client as htmx does (server time only: encoding, the boundary diff,
@@ -43,14 +45,15 @@ CORPORA = Path(os.environ.get("BPE_CORPORA_DIR", ROOT / "corpora-data"))
 TEXT_BYTES = 5000
 
 
-def sample_texts(count: int) -> list[str]:
-    """`count` different 5 KB slices of english_small.txt (filler if it is missing)."""
+def sample_texts(count: int, size: int = TEXT_BYTES) -> list[str]:
+    """`count` different slices of `size` bytes of english_small.txt (filler if missing)."""
     path = CORPORA / "english_small.txt"
-    text = path.read_text(encoding="utf-8")[: 6000 * count] if path.exists() else ""
-    if len(text) < 6000 * count:
-        text = "The quick fox. " * (400 * count)
+    chars = size * 6 // 5 * count
+    text = path.read_text(encoding="utf-8")[:chars] if path.exists() else ""
+    if len(text) < chars:
+        text = "The quick fox. " * (chars // 15 + 1)
     data = text.encode("utf-8")
-    slices = [data[i * TEXT_BYTES : (i + 1) * TEXT_BYTES] for i in range(count)]
+    slices = [data[i * size : (i + 1) * size] for i in range(count)]
     return [piece.decode("utf-8", errors="ignore") for piece in slices]
 
 
@@ -80,6 +83,13 @@ def main() -> None:
     parser.add_argument("--merges", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--train", action="store_true", help="train on english_small.txt")
+    parser.add_argument(
+        "--bytes",
+        type=int,
+        default=TEXT_BYTES,
+        help="text size (50000: the playground's limit, where the bar is <= 300 ms a scrubber"
+        " step and <= 40 bytes of HTML per byte of text)",
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -92,10 +102,10 @@ def main() -> None:
         corpus_text = "synthetic corpus\n" * 10
         source = "synthetic valid merges, 4 seeds"
     built = time.perf_counter() - started
-    texts = sample_texts(args.repeat + 2)
+    texts = sample_texts(args.repeat + 2, args.bytes)
     text = texts[0]
 
-    app = bench_app("bpe-scrub-bench-")
+    app = bench_app("bpe-scrub-bench-", PLAYGROUND_MAX_BYTES=max(50_000, args.bytes))
     slugs = store_tokenizers(app, toks, store_corpus(app, corpus_text))
     client = app.test_client()
     hx = {"HX-Request": "true", **owner_headers(client)}
@@ -122,8 +132,9 @@ def main() -> None:
         ("4-way compare, a new text each time", compare, {}, "text"),
     ]
     peer = tiktoken_encode_time(toks[0], text, args.repeat)
-    header = f"{'request':38} {'median':>8} {'p95':>8} {'max':>8} {'CPU med':>8}"
+    header = f"{'request':38} {'median':>8} {'p95':>8} {'max':>8} {'CPU med':>8} {'B/byte':>7}"
     print(header + "   x tiktoken encode")
+    weight: list[int] = []
     for label, url, fields, varies in cases:
 
         def send(i, url=url, fields=fields, varies=varies):
@@ -134,12 +145,14 @@ def main() -> None:
                 data["k"] = str(int(fields["k"]) + 97 * (i + 1))
             response = client.post(url, data=data, headers=hx)
             assert response.status_code == 200, (url, response.status_code, response.text[:300])
+            weight.append(len(response.data) // len(data["text"].encode()))
 
         samples, cpu = timed_requests(send, args.repeat)
         median = statistics.median(samples)
         p95 = sorted(samples)[int(0.95 * (len(samples) - 1))]
         line = f"{label:38} {median * 1000:8.1f} {p95 * 1000:8.1f} {max(samples) * 1000:8.1f}"
-        line += f" {statistics.median(cpu) * 1000:8.1f}"
+        line += f" {statistics.median(cpu) * 1000:8.1f} {max(weight):7d}"
+        weight.clear()
         if peer:
             line += f"   {median / peer:10.0f}x"
         print(line)

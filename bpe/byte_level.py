@@ -48,8 +48,7 @@ def byte_level_bytes(text: str) -> bytes | None:
     >>> byte_level_bytes("Ġhi"), byte_level_bytes("▁hi")
     (b' hi', None)
     """
-    table = unicode_to_bytes()
-    try:
-        return bytes(table[char] for char in text)
+    try:  # map, not a generator: once per vocabulary entry, 200,000 times for gpt-oss
+        return bytes(map(unicode_to_bytes().__getitem__, text))
     except KeyError:
         return None

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from bpe.formats import FORMAT_NAME, TokenizerFileError
-from bpe.import_hf import UnsupportedTokenizer, from_hf_json
+from bpe.import_hf import UnsupportedTokenizer, from_hf_data
 from bpe.import_tiktoken import PRESETS, from_tiktoken, parse_sidecar
 from bpe.model import Tokenizer
 
@@ -32,9 +32,18 @@ FileKind = Literal["tiktoken", "hf"]
 def detect_format(raw: bytes, *, filename: str = "the file") -> FileKind:
     """ "hf" for a tokenizer.json, "tiktoken" for a rank file; a clear error for the JSON files
     that are neither (a sidecar, our own tokeniser file)."""
-    head = raw.lstrip()[:1]
-    if head not in (b"{", b"["):
-        return "tiktoken"
+    return _sniff(raw, filename)[0]
+
+
+def _starts_like_json(raw: bytes) -> bool:
+    return raw.lstrip()[:1] in (b"{", b"[")
+
+
+def _sniff(raw: bytes, filename: str) -> tuple[FileKind, Any]:
+    """The kind of file, and for a tokenizer.json its parsed JSON (parsed once: gpt-oss's is
+    27 MB, and each parse took ~0.5 s)."""
+    if not _starts_like_json(raw):
+        return "tiktoken", None
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -49,7 +58,7 @@ def detect_format(raw: bytes, *, filename: str = "the file") -> FileKind:
             ".tiktoken rank file it describes, with this file beside it"
         )
     if isinstance(data, dict) and "model" in data:
-        return "hf"
+        return "hf", data
     raise TokenizerFileError(
         f"{filename} is JSON but neither a HuggingFace tokenizer.json nor a tiktoken sidecar"
     )
@@ -63,14 +72,14 @@ def import_bytes(
     pattern: str | None = None,
 ) -> Tokenizer:
     """A Tokenizer from a file's bytes. `sidecar` and `pattern` apply to tiktoken files only."""
-    kind = detect_format(raw, filename=filename)
+    kind, data = _sniff(raw, filename)
     if kind == "hf":
         if pattern:
             raise TokenizerFileError(
                 f"{filename} is a tokenizer.json, which carries its own pre-tokenizer: "
                 "give no pattern"
             )
-        return from_hf_json(raw, filename=filename)
+        return from_hf_data(data, raw, filename=filename)
     meta = parse_sidecar(sidecar, source=f"the sidecar of {filename}") if sidecar else None
     return from_tiktoken(raw, filename=filename, pattern=pattern, sidecar=meta)
 
@@ -92,7 +101,7 @@ def import_path(
     side_raw = None
     if sidecar is not None:
         side_raw = _read(Path(sidecar))
-    elif detect_format(raw, filename=given.name) == "tiktoken":
+    elif not _starts_like_json(raw):  # a rank file (JSON is checked by import_bytes)
         beside = given.with_name(given.name + ".json")
         if beside.is_file():
             side_raw = _read(beside)

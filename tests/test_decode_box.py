@@ -89,3 +89,14 @@ def test_half_a_character_shows_as_the_library_decodes_it(client, trained):
     assert tok.decode([228, 184]) == "\ufffd"
     html = client.get(f"/t/{slug}/decode?ids=228+184").text
     assert ">\ufffd</textarea>" in html
+
+
+def test_a_long_decode_stays_within_the_page_budget(client, trained):
+    """100,000 ids: the text whole, the chips cut short with a note, at most 40 bytes of HTML
+    per decoded byte (as the playground's pages)."""
+    slug, _ = trained
+    response = client.post(f"/t/{slug}/decode", data={"ids": " ".join(["97"] * 100_000)})
+    html = response.get_data(as_text=True)
+    assert response.status_code == 200 and "a" * 100_000 in html
+    assert len(html.encode()) <= 40 * 100_000
+    assert "Showing the first" in html

@@ -16,8 +16,9 @@ from flask import Flask
 from webapp import config, jobs, logs
 from webapp.content import fetch_models, imports, sample
 from webapp.plumbing import errors, inputs, metrics, owners, ratelimits, security
-from webapp.rendering import template_filters
-from webapp.storage import db, uploads
+from webapp.rendering import model_counts, template_filters
+from webapp.storage import db, model_choices, uploads
+from webapp.storage.warming import WARMER
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -104,7 +105,25 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         if removed:
             app.logger.info("removed %d upload temp file(s) left by a stopped server", removed)
     jobs.init_app(app, run_jobs=run_jobs and schema_ready)
+    if run_jobs and schema_ready:
+        warm_site_models(app)
     return app
+
+
+def warm_site_models(app: Flask) -> None:
+    """Hand the models the home page counts (the site's: references, imports, the sample pair)
+    to the background loader, the one it opens on first: a visitor right after a restart
+    then finds them loaded, or at least the one being shown (webapp/storage/warming.py)."""
+    database = app.extensions["bpe_db"]
+    with app.app_context(), database.read_scope() as session:
+        sample_ids = [t.id for t in sample.find_sample(session).tokenizers.values()]
+        rows = model_choices.ready_models(session, owner_id=None, site_ids=sample_ids)
+        rows = rows[: model_counts.TABLE_LIMIT]
+        first = model_counts.pick_model(rows, None)
+        keys = [(row.id, row.slug) for row in rows if row is not first]
+        if first is not None:
+            keys.insert(0, (first.id, first.slug))
+    WARMER.warm(database, keys)
 
 
 def check_database() -> None:

@@ -4,9 +4,10 @@ may train on a corpus, a corpus as JSON, and what every tokeniser page's header 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from flask import abort, render_template, request
+from flask import abort, current_app, render_template, request
 from werkzeug.datastructures import MultiDict
 
 import bpe
@@ -27,8 +28,9 @@ from webapp.rendering import evaluations, model_counts
 from webapp.rendering.downloads import DOWNLOADS
 from webapp.rendering.playground import Display, check_playground_text
 from webapp.storage import browse, db, listings, model_choices
-from webapp.storage.models import Corpus, TrainingJob
+from webapp.storage.models import Corpus, Tokenizer, TrainingJob
 from webapp.storage.uploads import PREVIEW_CHARS
+from webapp.storage.warming import WARMER
 
 
 def get_corpus_or_404(slug: str) -> Corpus:
@@ -153,6 +155,10 @@ def home_playground(values: Any, *, sample_ids: list[int]) -> dict[str, Any]:
     picked = model_counts.pick_model(choices, browse.get_tokenizer(session, slug) if slug else None)
     if picked is not None and picked.id not in {row.id for row in choices}:
         choices = [picked, *choices]  # a model given by its link, not one of the list's own
+    started = time.perf_counter()
+    encoded = model_counts.encode_picked(session, picked, text, display) if picked else None
+    # The picked model's load (if it was not loaded) counts against the table's time to load.
+    load_seconds = current_app.config["HOME_LOAD_SECONDS"] - (time.perf_counter() - started)
     return {
         "home_text": text,
         "home_display": display,
@@ -160,11 +166,21 @@ def home_playground(values: Any, *, sample_ids: list[int]) -> dict[str, Any]:
         "home_picked": picked,
         "home_label": model_counts.model_label(picked) if picked else "",
         "home_ticked": set(values.getlist("t")),  # kept ticked in the table's re-render
-        "home_encoded": (
-            model_counts.encode_picked(session, picked, text, display) if picked else None
+        "home_encoded": encoded,
+        "home_table": model_counts.count_table(
+            session,
+            choices,
+            text,
+            specials=display.specials,
+            load_seconds=max(0.0, load_seconds),
+            warm=_warm_later,
         ),
-        "home_table": model_counts.count_table(session, choices, text, specials=display.specials),
     }
+
+
+def _warm_later(rows: list[Tokenizer]) -> None:
+    """The counts table's models not loaded yet, to the background loader."""
+    WARMER.warm(db.get_db(), [(row.id, row.slug) for row in rows])
 
 
 def render_corpus(

@@ -102,6 +102,45 @@ def token_html(view: TokenView, href: str | None = None) -> Markup:
 # ----- encoded text ------------------------------------------------------------------------------
 _HEADS = [f'<span class="tok c{n}' for n in range(PALETTE_SIZE)]
 
+# What the chips of one page may weigh: 1.6 MB, shared by every token stream on the page, or
+# 32 bytes per byte of text if the playground's limit is raised past 50 kB. A chip is ~150-700
+# bytes (its tooltip and label spell out the id, rank and bytes), so 50 kB of text made 5-8 MB
+# of chips for the playground and four times that for a 4-way compare; 1.6 MB holds 8,000-10,000
+# chips, every token of a 5 kB text in four GPT-sized tokenisers. With the rest of a page (its
+# copies of the text in the form) a page at the limit stays under 40 bytes per byte of text.
+CHIP_BYTES_PER_TEXT_BYTE = 32
+CHIP_BYTES_FLOOR = 1_600_000
+
+
+def chip_budget(text: str, *, streams: int = 1) -> int:
+    """The bytes of chip HTML each of `streams` token streams showing `text` may use."""
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    return max(CHIP_BYTES_FLOOR, CHIP_BYTES_PER_TEXT_BYTE * size) // max(1, streams)
+
+
+def _fitting(parts: list[str], budget: int | None) -> int:
+    """How many of the parts, from the first, fit in `budget` bytes (all of them for None)."""
+    if budget is None:
+        return len(parts)
+    used = 0
+    for count, part in enumerate(parts):
+        used += len(part.encode("utf-8", errors="surrogatepass")) + 5  # and its <wbr>
+        if used > budget:
+            return count
+    return len(parts)
+
+
+def _cut_note(shown: int, total: int) -> str:
+    """Said under a stream cut short by its budget: how many tokens are shown, and that the
+    counts are still the whole text's."""
+    if shown >= total:
+        return ""
+    return (
+        f'<p class="stream-cut muted">Showing the first {shown:,} of {total:,} tokens: all of'
+        " them would make this page too large to load. The token counts are for the whole"
+        " text.</p>"
+    )
+
 
 def stream_html(
     chips: Sequence[Chip],
@@ -109,6 +148,7 @@ def stream_html(
     *,
     kind: str = "",
     marks: Sequence[Mark] | None = None,
+    budget: int | None = None,
 ) -> Markup:
     """Encoded text, wrapped like the text it came from: each token one box that never wraps
     inside (app.css); lines break only between tokens, `<wbr>` where the width runs out and
@@ -118,7 +158,8 @@ def stream_html(
 
     The list is one Tab stop and its chips none (a 525-byte text made 389 of them, so nothing
     after the tokens could be reached by keyboard): static/app.js moves between chips with the
-    arrow keys, Home and End."""
+    arrow keys, Home and End. With `budget` (`chip_budget`), only the chips that fit in that
+    many bytes are written, and a note under the list says how many of them there are."""
     heads = _HEADS
     size = PALETTE_SIZE
     if marks is None:
@@ -129,11 +170,18 @@ def stream_html(
             for n, (c, m) in enumerate(zip(chips, marks, strict=True))
         ]
     list_class = f"tokens {kind}" if kind else "tokens"
+    shown = _fitting(parts, budget)
     return Markup(
         f'<div class="{list_class}" role="list" tabindex="0" aria-label="{escape(label)}">'
-        + "<wbr>".join(parts)
+        + "<wbr>".join(parts[:shown])
         + "</div>"
+        + (_cut_note(_ids_in(chips[:shown]), _ids_in(chips)) if shown < len(chips) else "")
     )
+
+
+def _ids_in(chips: Sequence[Chip]) -> int:
+    """Tokens in these chips (a group chip holds several)."""
+    return sum(map(len, [c.ids for c in chips]))
 
 
 def _marked(c: Chip, mark: Mark) -> str:
@@ -145,11 +193,16 @@ def _marked(c: Chip, mark: Mark) -> str:
 
 
 def id_stream_html(
-    chips: Sequence[Chip], label: str = "Token ids", *, marks: Sequence[Mark] | None = None
+    chips: Sequence[Chip],
+    label: str = "Token ids",
+    *,
+    marks: Sequence[Mark] | None = None,
+    budget: int | None = None,
 ) -> Markup:
     """The ids view: one chip per token id, coloured like the text view (a joined group's ids
     share its colour), a space between chips so the ids wrap and copy as separate numbers.
-    `marks`, one per id, add classes and notes as in `stream_html`."""
+    `marks`, one per id, add classes and notes as in `stream_html`; `budget` cuts it short as
+    it does `stream_html`."""
     parts: list[str] = []
     at = 0
     for n, c in enumerate(chips):
@@ -162,10 +215,12 @@ def id_stream_html(
                 f'{head}{c.classes}{extra}" tabindex="-1" role="listitem" data-tip="{c.tip}'
                 f'{tip_note}" aria-label="{c.label}{label_note}">{token_id}</span>'
             )
+    shown = _fitting(parts, budget)
     return Markup(
         f'<div class="tokens tokens-ids" role="list" tabindex="0" aria-label="{escape(label)}">'
-        + " ".join(parts)
+        + " ".join(parts[:shown])
         + "</div>"
+        + _cut_note(shown, len(parts))
     )
 
 

@@ -8,7 +8,8 @@ that text by a tokeniser loaded once per process (`storage/convert.py`'s cache).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
@@ -17,7 +18,7 @@ from webapp.refusals import UserError
 from webapp.rendering.chips import Chip, encoded_chips
 from webapp.rendering.playground import Display
 from webapp.rendering.token_display import Counts, counts, text_pieces
-from webapp.storage.convert import load_tokenizer
+from webapp.storage.convert import load_tokenizer, loaded_tokenizer
 from webapp.storage.models import Tokenizer
 
 # The counts table encodes the text once per model; past this many it says how many it left
@@ -76,11 +77,11 @@ def encode_picked(session: Session, row: Tokenizer, text: str, display: Display)
 
 @dataclass(frozen=True)
 class CountRow:
-    """One model's line of the table."""
+    """One model's line of the table; `tokens` None while the model is still loading."""
 
     row: Tokenizer
     label: str
-    tokens: int
+    tokens: int | None
     characters: int
     bytes: int
 
@@ -98,26 +99,44 @@ class CountTable:
     rows: list[CountRow]
     left_out: int  # models offered but not counted (over TABLE_LIMIT)
     fewest: int | None  # the least token count, to mark the cheapest model(s)
+    loading: int = 0  # models not loaded yet: the page asks again shortly
 
 
 def count_table(
-    session: Session, models: Sequence[Tokenizer], text: str, *, specials: bool
+    session: Session,
+    models: Sequence[Tokenizer],
+    text: str,
+    *,
+    specials: bool,
+    load_seconds: float | None = None,
+    warm: Callable[[list[Tokenizer]], None] | None = None,
 ) -> CountTable:
-    """The text's token count in each of the first TABLE_LIMIT models."""
+    """The text's token count in each of the first TABLE_LIMIT models.
+
+    With `load_seconds`, a model this process has not loaded yet is loaded here only while
+    this request has spent less than that loading; the others are handed to `warm` (the
+    background loader) and shown as loading, so the first request after a restart does not
+    wait for every model of the site (~10 s for eight)."""
     size = len(text.encode("utf-8", errors="surrogatepass"))
     allowed = "all" if specials else ()
-    rows = [
-        CountRow(
-            row=row,
-            label=model_label(row),
-            tokens=len(load_tokenizer(session, row).encode(text, allowed_special=allowed)),
-            characters=len(text),
-            bytes=size,
-        )
-        for row in models[:TABLE_LIMIT]
-    ]
-    fewest = min((r.tokens for r in rows), default=None) if text else None
-    return CountTable(rows, max(0, len(models) - TABLE_LIMIT), fewest)
+    spent = 0.0
+    rows, later = [], []
+    for row in models[:TABLE_LIMIT]:
+        tok = loaded_tokenizer(row.id, row.slug)
+        if tok is None and (load_seconds is None or spent < load_seconds):
+            started = time.perf_counter()
+            tok = load_tokenizer(session, row)
+            spent += time.perf_counter() - started
+        if tok is None:
+            later.append(row)
+        tokens = None if tok is None else len(tok.encode(text, allowed_special=allowed))
+        rows.append(CountRow(row, model_label(row), tokens, len(text), size))
+    if later and warm is not None:
+        warm(later)
+    counted = [r.tokens for r in rows if r.tokens is not None]
+    # "fewest" only once every model is counted: one still loading might need fewer.
+    fewest = min(counted, default=None) if text and not later else None
+    return CountTable(rows, max(0, len(models) - TABLE_LIMIT), fewest, len(later))
 
 
 def picked_slugs(values: Sequence[str]) -> list[str]:

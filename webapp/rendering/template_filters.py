@@ -16,7 +16,7 @@ from bpe.modes import TrainingMode, get_mode, mode_names
 from bpe.patterns import pattern_name
 from webapp.jobs.progress import PHASES
 from webapp.refusals import human_bytes
-from webapp.rendering.chips import id_stream_html, stream_html, token_html
+from webapp.rendering.chips import chip_budget, id_stream_html, stream_html, token_html
 from webapp.rendering.downloads import unavailable
 from webapp.rendering.learning import learning_view
 from webapp.rendering.page_text import escape_html, form_value_html, visible_html
@@ -43,6 +43,7 @@ def init_app(app: Flask) -> None:
         job_phases=PHASES,
         token_html=token_html,
         stream_html=stream_html,
+        chip_budget=chip_budget,
         id_stream_html=id_stream_html,
         training_modes=training_modes,
         download_unavailable=unavailable,
