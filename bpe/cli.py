@@ -329,7 +329,8 @@ def run_eval(args: argparse.Namespace) -> int:
         f"tokens: {result.tokens:,}",
         f"bytes per token: {ratio(result.bytes_per_token)}",
         f"characters per token: {ratio(result.chars_per_token)}",
-        f"tokens per word: {ratio(result.tokens_per_word)}",
+        # Per word only where words are spaced; per character in Chinese, Thai, ... (bpe.scripts).
+        f"{result.fertility[0].replace('/', ' per ')}: {ratio(result.fertility[1])}",
         f"vocabulary used: {result.used:,} of {result.vocab_size:,} ({result.vocab_share:.1%})",
         f"never used: {len(result.never_used):,} tokens"
         + (":" if result.never_used and args.show > 0 else ""),
