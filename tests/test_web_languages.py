@@ -166,3 +166,21 @@ def test_a_cancelled_job_stores_nothing(app, texts, make_tokenizer):
     with app.extensions["bpe_db"].read_scope() as session:
         assert session.scalars(select(LanguageCount)).all() == []
         assert session.get_one(Tokenizer, own.id) is not None
+
+
+def test_the_status_fragment_polls_until_done_then_reloads(
+    app, client, owner, texts, make_tokenizer
+):
+    from webapp.jobs.languages import LanguageRows
+
+    own = make_tokenizer(vocab_size=280)
+    queued = LanguageRows(app.extensions["bpe_db"]).submit([own.id], owner_id=owner.id)
+    fragment = client.get(f"/languages/{queued}", headers={"HX-Request": "true"})
+    assert 'hx-trigger="every 1s"' in fragment.get_data(as_text=True)
+    assert "HX-Refresh" not in fragment.headers
+    page = client.get(f"/languages/{queued}").get_data(as_text=True)
+    assert "Status: <strong" in page and "premium-chart" not in page
+    done = job_id_of(ask(client, own.slug))
+    fragment = client.get(f"/languages/{done}", headers={"HX-Request": "true"})
+    assert fragment.headers.get("HX-Refresh") == "true"  # htmx reloads: the page has the table
+    assert "every 1s" not in fragment.get_data(as_text=True)
