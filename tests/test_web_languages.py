@@ -184,3 +184,17 @@ def test_the_status_fragment_polls_until_done_then_reloads(
     fragment = client.get(f"/languages/{done}", headers={"HX-Request": "true"})
     assert fragment.headers.get("HX-Refresh") == "true"  # htmx reloads: the page has the table
     assert "every 1s" not in fragment.get_data(as_text=True)
+
+
+def test_claiming_an_owner_link_moves_language_tables_too(
+    app, owner, make_owner, texts, make_tokenizer
+):
+    other = make_owner()
+    theirs = make_tokenizer(vocab_size=280, owner=other)
+    device = other.client()
+    job = job_id_of(ask(device, theirs.slug))
+    claimed = device.post("/owner/claim", data={"token": owner.token, "move": "yes"})
+    assert claimed.status_code == 303
+    with app.extensions["bpe_db"].read_scope() as session:
+        assert session.get_one(LanguageJob, job).owner_id == owner.id
+    assert f'/languages/{job}"' in owner.client().get("/languages").get_data(as_text=True)

@@ -127,7 +127,7 @@ def parse_view(args: Any, table: LanguageTable) -> View:
         script=script,
         query=query,
         sort=sort if sort in SORT_KEYS else "premium",
-        by=int(by) if str(by).isdigit() and int(by) < len(table.names) else 0,
+        by=int(by) if str(by).isdigit() and len(str(by)) < 3 and int(by) < len(table.names) else 0,
         descending=args.get("order", "desc") != "asc",
     )
 
