@@ -1,5 +1,7 @@
 """The `bpe` command line: train, encode, decode, export, import, evaluate and inspect tokenisers.
 
+`bpe languages` counts tokenisers on a parallel text, language by language.
+
 Every failure a user can cause (a bad argument, an unreadable file, a corrupt tokeniser)
 ends with one line on stderr and a non-zero exit, never a traceback.
 """
