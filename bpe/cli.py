@@ -1,6 +1,8 @@
 """The `bpe` command line: train, encode, decode, export, import, evaluate and inspect tokenisers,
 and count a conversation's tokens (`bpe chat`, `bpe.chat_cli`).
 
+`bpe languages` counts tokenisers on a parallel text, language by language.
+
 Every failure a user can cause (a bad argument, an unreadable file, a corrupt tokeniser)
 ends with one line on stderr and a non-zero exit, never a traceback.
 """
@@ -113,6 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=run_eval)
 
+    p = commands.add_parser(
+        "languages", help="tokens per language on a parallel text, and the premium against English"
+    )
+    p.add_argument(
+        "tokenizers",
+        nargs="+",
+        metavar="TOKENIZER",
+        help="saved tokenisers (TOK.json), tiktoken rank files or HuggingFace tokenizer.json files",
+    )
+    p.add_argument(
+        "--udhr", required=True, metavar="DIR", help="CODE.txt files and index.json (make_udhr.sh)"
+    )
+    p.add_argument("--csv", action="store_true", help="one CSV row per language and tokeniser")
+    p.add_argument("--json", action="store_true", help="the same records as one JSON object")
+    p.set_defaults(run=run_languages)
+
     p = commands.add_parser("info", help="mode, pattern, vocab size, special tokens, top merges")
     p.add_argument("-t", "--tokenizer", required=True, metavar="TOK.json")
     p.add_argument("--merges", type=int, default=10, help="how many first merges to list")
@@ -213,6 +231,58 @@ def _isatty(stream: TextIO) -> bool:
 
 def _load(path: str) -> Tokenizer:
     return load(path)
+
+
+def _load_any(path: str) -> Tokenizer:
+    """A saved tokeniser, or a file `bpe import` reads (tiktoken, HF tokenizer.json)."""
+    from bpe.importers import import_path
+
+    try:
+        return load(path)
+    except TokenizerFileError:
+        return import_path(path)
+
+
+def _column_name(path: str, taken: Sequence[str]) -> str:
+    """A tokeniser's column: its file's stem, or its folder's name for `tokenizer.json`."""
+    file = Path(path)
+    name = file.parent.name if file.stem == "tokenizer" and file.parent.name else file.stem
+    name = name.removesuffix(".tiktoken")
+    unique, n = name, 2
+    while unique in taken:
+        unique, n = f"{name} ({n})", n + 1
+    return unique
+
+
+def run_languages(args: argparse.Namespace) -> int:
+    import csv
+
+    from bpe.languages import CSV_COLUMNS, long_rows, measure, read_parallel_text
+
+    languages = read_parallel_text(args.udhr)
+    tokenizers: dict[str, Tokenizer] = {}
+    for path in args.tokenizers:
+        tokenizers[_column_name(path, list(tokenizers))] = _load_any(path)
+    table = measure(tokenizers, languages)
+    if args.json:
+        print(json.dumps({"baseline": "eng", "languages": list(long_rows(table))}))
+        return 0
+    if args.csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(long_rows(table))
+        return 0
+    base = table.baseline
+    names = table.names
+    print("\t".join(["code", "script", "name", *(f"{n} tokens\t{n} premium" for n in names)]))
+    for row in sorted(table.rows, key=lambda r: -(r.premium(names[0], base) or 0)):
+        cells = [row.code, row.script or "-", row.name]
+        for name in names:
+            premium = row.premium(name, base)
+            cells += [str(row.tokens[name]), "-" if premium is None else f"{premium:.3f}"]
+        print("\t".join(cells))
+    print(f"{len(table.rows)} languages, {table.seconds:.1f}s", file=sys.stderr)
+    return 0
 
 
 def _write(path: str, writer: Callable[[str], object]) -> None:
@@ -386,7 +456,8 @@ def run_eval(args: argparse.Namespace) -> int:
         f"tokens: {result.tokens:,}",
         f"bytes per token: {ratio(result.bytes_per_token)}",
         f"characters per token: {ratio(result.chars_per_token)}",
-        f"tokens per word: {ratio(result.tokens_per_word)}",
+        # Per word only where words are spaced; per character in Chinese, Thai, ... (bpe.scripts).
+        f"{result.fertility[0].replace('/', ' per ')}: {ratio(result.fertility[1])}",
         f"vocabulary used: {result.used:,} of {result.vocab_size:,} ({result.vocab_share:.1%})",
         f"never used: {len(result.never_used):,} tokens"
         + (":" if result.never_used and args.show > 0 else ""),

@@ -3,7 +3,10 @@
 `evaluate(tok, texts)` encodes each text as ordinary text (special tokens are not recognised)
 and reports, over all of them:
 - bytes per token and characters per token (higher is better compression);
-- tokens per word (fertility; a word is what `str.split()` separates);
+- tokens per word (fertility; a word is what `str.split()` separates), only where the text
+  separates its words with spaces (`bpe.scripts`: judged from its first 500,000 characters);
+  in Chinese, Japanese, Thai and the other scripts written without them a whitespace-separated
+  "word" is a whole clause, so there it is None and tokens per character is the figure;
 - the share of the vocabulary used, and every ordinary token never used (special tokens are not
   counted: ordinary text cannot produce them). On a large corpus, never-used tokens are the
   candidates for under-trained "glitch" tokens;
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bpe.model import Tokenizer
+from bpe.scripts import SAMPLE_CHARS, writing
 
 LONGEST_SHOWN = 20
 _PROGRESS_EVERY = 4096  # pieces between progress calls and stop checks
@@ -44,6 +48,8 @@ class Evaluation:
     never_used: list[int]  # their ids, ascending
     longest: list[tuple[int, int]]  # (id, count) of the longest tokens used, longest first
     seconds: float
+    script: str | None = None  # the Unicode script of most of the text's letters
+    spaced: bool = True  # words separated by spaces: tokens per word means something
 
     @property
     def bytes_per_token(self) -> float | None:
@@ -55,7 +61,20 @@ class Evaluation:
 
     @property
     def tokens_per_word(self) -> float | None:
-        return self.tokens / self.words if self.words else None
+        """None where words are not separated by spaces (see `tokens_per_char` there)."""
+        return self.tokens / self.words if self.words and self.spaced else None
+
+    @property
+    def tokens_per_char(self) -> float | None:
+        return self.tokens / self.characters if self.characters else None
+
+    @property
+    def fertility(self) -> tuple[str, float | None]:
+        """The fertility that means something for this text, labelled: ("tokens/word", ...)
+        where words are spaced, else ("tokens/char", ...)."""
+        if self.spaced:
+            return "tokens/word", self.tokens_per_word
+        return "tokens/char", self.tokens_per_char
 
     @property
     def vocab_share(self) -> float:
@@ -68,6 +87,7 @@ class Evaluation:
             bytes_per_token=self.bytes_per_token,
             chars_per_token=self.chars_per_token,
             tokens_per_word=self.tokens_per_word,
+            tokens_per_char=self.tokens_per_char,
             vocab_share=self.vocab_share,
         )
         return data
@@ -91,6 +111,13 @@ def evaluate(
     >>> result = evaluate(tok, ["aaab"])
     >>> result.tokens, result.bytes_per_token, result.tokens_per_word, result.used
     (2, 2.0, 2.0, 2)
+
+    Chinese separates no words with spaces: six characters of three UTF-8 bytes each, 18 tokens
+    here, tokens per character instead of per "word".
+
+    >>> chinese = evaluate(tok, ["人人生而自由"])
+    >>> chinese.script, chinese.tokens_per_word, chinese.fertility
+    ('Han', None, ('tokens/char', 3.0))
     """
     started = time.perf_counter()
     if total_chars is None and isinstance(texts, (list, tuple)):
@@ -98,7 +125,10 @@ def evaluate(
     ids = array("I")
     n_bytes = n_chars = n_words = 0
     done = 0
+    head: list[str] = []  # the first SAMPLE_CHARS characters, to judge how the text is written
     for text in texts:
+        if n_chars < SAMPLE_CHARS:
+            head.append(text[: SAMPLE_CHARS - n_chars])
         n_bytes += len(text.encode("utf-8", errors="surrogatepass"))
         n_chars += len(text)
         n_words += count_words(text)
@@ -125,6 +155,7 @@ def evaluate(
     longest = sorted(used_ids, key=lambda i: (-len(vocab[i]), i))[:LONGEST_SHOWN]
     if progress is not None:
         progress(total_chars or done, total_chars or done)
+    how = writing("".join(head))
     return Evaluation(
         bytes=n_bytes,
         characters=n_chars,
@@ -135,6 +166,8 @@ def evaluate(
         never_used=never,
         longest=[(i, counts[i]) for i in longest],
         seconds=time.perf_counter() - started,
+        script=how.script,
+        spaced=how.spaced,
     )
 
 

@@ -220,3 +220,7 @@ def test_a_looping_template_is_stopped_and_said_so(app, client, models):
 
 def test_every_page_links_the_chat_page(client):
     assert 'href="/chat"' in client.get("/").text
+
+
+def test_every_page_links_the_languages_page(client):
+    assert 'href="/languages"' in client.get("/chat").text

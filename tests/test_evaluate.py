@@ -152,3 +152,41 @@ def test_a_special_token_an_imported_vocabulary_also_lists_is_not_unused_vocabul
     figures = bpe.evaluate.evaluate(tok, ["ab ab"])
     assert 257 not in figures.never_used and 256 not in figures.never_used
     assert figures.vocab_size == 257  # the 256 bytes and "ab"
+
+
+# ----- fertility: per word only where words are spaced ------------------------------------------
+CHINESE = "人人生而自由，在尊严和权利上一律平等。他们赋有理性和良心，并应以兄弟关系的精神相对待。\n"
+THAI = "มนุษย์ทั้งหลายเกิดมามีอิสระและเสมอภาคกันในเกียรติศักด[เกียรติศักดิ์]และสิทธิ\n"
+
+
+@pytest.mark.parametrize(("text", "script"), [(CHINESE, "Han"), (THAI, "Thai")])
+def test_unspaced_scripts_give_tokens_per_character(text, script):
+    tok = TOKENISERS["naive"]
+    result = evaluate(tok, [text])
+    assert (result.script, result.spaced, result.tokens_per_word) == (script, False, None)
+    # Split on whitespace this text is one or two "words": the old figure was the whole count.
+    assert result.fertility == ("tokens/char", len(tok.encode(text)) / len(text))
+    assert result.to_dict()["tokens_per_char"] == pytest.approx(len(tok.encode(text)) / len(text))
+
+
+def test_spaced_text_keeps_tokens_per_word():
+    result = evaluate(TOKENISERS["naive"], [TEXT])
+    assert (result.script, result.spaced) == ("Latin", True)
+    assert result.fertility == ("tokens/word", result.tokens / len(TEXT.split()))
+
+
+def test_cli_eval_labels_the_fertility(tmp_path):
+    tok_path = tmp_path / "tok.json"
+    bpe.save(TOKENISERS["naive"], tok_path)
+    doc = tmp_path / "zh.txt"
+    doc.write_text(CHINESE, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "bpe", "eval", "-t", str(tok_path), str(doc)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    expected = len(TOKENISERS["naive"].encode(CHINESE)) / len(CHINESE)
+    assert f"tokens per char: {expected:.3f}\n" in run.stdout
+    assert "tokens per word" not in run.stdout

@@ -42,6 +42,30 @@ def evaluate_via_page(client, corpus_slug, tokenizer_slug):
     assert response.status_code == 303 and response.headers["Location"].endswith("#evaluations")
 
 
+CHINESE = (
+    "人人生而自由，在尊严和权利上一律平等。他们赋有理性和良心，并应以兄弟关系的精神相对待。\n" * 20
+)
+
+
+def test_a_chinese_corpus_shows_tokens_per_character(app, client, make_tokenizer):
+    own = make_tokenizer(CHINESE, vocab_size=300)
+    evaluate_via_page(client, own.corpus_slug, own.slug)
+    html = client.get(f"/c/{own.corpus_slug}").get_data(as_text=True)
+    section = html[html.index('id="evaluations"') :]
+    ids = own.tok.encode(CHINESE)
+    assert f"{len(ids) / len(CHINESE):.3f} <small>tokens/char</small>" in section
+    assert f"{len(ids) / len(CHINESE.split()):.3f}" not in section  # no tokens per "word"
+    assert ">tokens/char</a>" in section and ">tokens/word</a>" not in section
+    with app.extensions["bpe_db"].read_scope() as session:
+        row = session.query(EvaluationRow).one()
+        assert (row.script, row.spaced) == ("Han", False)
+    data = client.get(f"/c/{own.corpus_slug}/evaluations/{row.id}.json").get_json()
+    assert data["tokens_per_word"] is None and data["spaced"] is False
+    assert data["tokens_per_char"] == pytest.approx(len(ids) / len(CHINESE))
+    detail = client.get(f"/c/{own.corpus_slug}/evaluations/{row.id}").get_data(as_text=True)
+    assert "tokens per character" in detail and "tokens per word" not in detail
+
+
 def test_table_figures_match_a_direct_computation(app, client, imported):
     own, ref_slug, ref_tok = imported
     evaluate_via_page(client, own.corpus_slug, own.slug)

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Flask
 
 from webapp import config, jobs, logs
-from webapp.content import fetch_models, imports, sample
+from webapp.content import fetch_models, imports, parallel_text, sample
 from webapp.plumbing import errors, inputs, metrics, owners, ratelimits, security
 from webapp.rendering import model_counts, template_filters
 from webapp.storage import db, model_choices, uploads
@@ -56,6 +56,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     template_filters.init_app(app)
     imports.init_app(app)
     fetch_models.init_app(app)
+    parallel_text.init_app(app)
     sample.init_app(app)
 
     from webapp.blueprints import (
@@ -74,6 +75,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     from webapp.blueprints import evaluations as evaluation_views
     from webapp.blueprints import imports as import_views
     from webapp.blueprints import jobs as job_views
+    from webapp.blueprints import languages as language_views
     from webapp.blueprints import sample as sample_views
 
     for view_module in (
@@ -87,6 +89,7 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
         api,
         import_views,
         evaluation_views,
+        language_views,
         text_evaluation,
         manage,
         owner,

@@ -155,6 +155,32 @@ def read_member(tarball: Path, member: str, *, limit: int) -> bytes:
         raise FetchError(f"{tarball.name} is not a readable .tgz ({exc})") from None
 
 
+def read_members(tarball: Path, prefix: str, *, limit: int, total: int) -> dict[str, bytes]:
+    """Every regular file of a .tgz whose path starts with `prefix`, in one pass over it (a
+    package of 500 small files is not decompressed 500 times); refused when one is larger than
+    `limit` bytes or all of them together are larger than `total`."""
+    found: dict[str, bytes] = {}
+    size = 0
+    try:
+        with tarfile.open(tarball, "r:gz") as tar:
+            for info in tar:
+                if not info.name.startswith(prefix) or not info.isfile():
+                    continue
+                size += info.size
+                if info.size > limit or size > total:
+                    raise FetchError(
+                        f"{tarball.name}: {info.name} makes more than {limit} bytes in one file "
+                        f"or {total} in all"
+                    )
+                stream = tar.extractfile(info)
+                if stream is None:
+                    raise FetchError(f"{tarball.name}: {info.name} cannot be read")
+                found[info.name] = stream.read()
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise FetchError(f"{tarball.name} is not a readable .tgz ({exc})") from None
+    return found
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.name + ".part")

@@ -10,6 +10,7 @@
 - `progress.py`: a training's phases and its honest time left.
 - `evaluations.py`: the evaluation kind (`EVALUATION`): its queue, its task, its front.
 - `imports.py`: the import kind (`IMPORT`): a tokeniser file read and stored in the background.
+- `languages.py`: the languages kind (`LANGUAGES`): tokenisers counted on the parallel text.
 - `process.py`: a job in a child process, and its supervision.
 - `backend.py`: the one interface the app uses (`JobBackend`).
 - `embedded.py`: the default backend, a runner thread in the serving process.
@@ -17,7 +18,8 @@
   configured).
 
 Views call `get_jobs()` (trainings: `submit`, `submit_many`, `request_cancel`, `rerun`),
-`get_evaluations()` and `get_imports()`; they read jobs through the store's query functions.
+`get_evaluations()`, `get_imports()` and `get_languages()`; they read jobs through the store's
+query functions.
 Only a job's id and its kind's name cross to whatever runs it (docs/internals.md, "Jobs").
 
 May import: `bpe`, `webapp.config`, `webapp.refusals`, `webapp.logs`, `webapp.storage`. Nothing
@@ -35,6 +37,7 @@ from webapp.jobs.embedded import EmbeddedRunner, runner_lock_path
 from webapp.jobs.evaluations import EVALUATION, Evaluations
 from webapp.jobs.imports import IMPORT, Imports
 from webapp.jobs.kind import JobKind, JobKinds, QueueLimits, load_kind
+from webapp.jobs.languages import LANGUAGES, Languages
 from webapp.jobs.settings import JobSettings, parse_settings
 from webapp.jobs.store import JobQueueFull, JobStore
 from webapp.jobs.task import TRAINING
@@ -51,6 +54,7 @@ __all__ = [
     "get_evaluations",
     "get_imports",
     "get_jobs",
+    "get_languages",
     "init_app",
     "job_kinds",
     "parse_settings",
@@ -59,7 +63,7 @@ __all__ = [
 
 def job_kinds(app: Flask) -> JobKinds:
     """The built-in kinds, then those BPE_JOB_KINDS names (`package.module:NAME`)."""
-    kinds = JobKinds([TRAINING, EVALUATION, IMPORT])
+    kinds = JobKinds([TRAINING, EVALUATION, IMPORT, LANGUAGES])
     for spec in app.config["JOB_KINDS"]:
         kinds.register(load_kind(spec))
     return kinds
@@ -92,6 +96,7 @@ def init_app(app: Flask, *, run_jobs: bool = False) -> JobBackend:
     app.extensions["bpe_jobs"] = backend
     app.extensions["bpe_evaluations"] = Evaluations(backend)
     app.extensions["bpe_imports"] = Imports(backend)
+    app.extensions["bpe_languages"] = Languages(backend)
     if run_jobs:
         backend.start()
     return backend
@@ -121,3 +126,7 @@ def get_evaluations() -> Evaluations:
 
 def get_imports() -> Imports:
     return cast(Imports, current_app.extensions["bpe_imports"])
+
+
+def get_languages() -> Languages:
+    return cast(Languages, current_app.extensions["bpe_languages"])

@@ -86,6 +86,7 @@ def request_evaluation(
         for name in ("byte_count", "characters", "words", "tokens", "vocab_size", "used"):
             setattr(row, name, None)
         row.bytes_per_token = row.seconds = row.never_used = row.longest = row.error = None
+        row.script = row.spaced = None
         row.status, row.chars_done, row.chars_total = JobStatus.QUEUED.value, 0, total
         row.cancel_requested, row.created_at = False, utcnow()
         row.started_at = row.finished_at = row.heartbeat_at = None
@@ -203,6 +204,8 @@ def run_evaluation(
             "seconds": result.seconds,
             "never_used": array("I", result.never_used).tobytes(),
             "longest": json.dumps([list(pair) for pair in result.longest]),
+            "script": result.script,
+            "spaced": result.spaced,
         }
     )
     return JobStatus.SUCCEEDED

@@ -40,6 +40,7 @@ from webapp.storage import db
 from webapp.storage.models import (
     Corpus,
     EvaluationRow,
+    LanguageJob,
     Owner,
     PlaygroundShare,
     Tokenizer,
@@ -271,7 +272,8 @@ def claim(token: str) -> int:
     previous = current_owner_id()
     if previous is not None and previous != claimed:
         with db.session_scope() as write:
-            for table in (Corpus, Tokenizer, TrainingJob, PlaygroundShare, EvaluationRow):
+            moved = (Corpus, Tokenizer, TrainingJob, PlaygroundShare, EvaluationRow, LanguageJob)
+            for table in moved:
                 write.execute(
                     update(table).where(table.owner_id == previous).values(owner_id=claimed)
                 )

@@ -62,7 +62,13 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "evaluations": (
         "RATELIMIT_EVALUATIONS",
         "evaluations",
-        ("evaluations.evaluate", "text_evaluation.page", "text_evaluation.api"),
+        (
+            "evaluations.evaluate",
+            "text_evaluation.page",
+            "text_evaluation.api",
+            "languages.request_table",
+            "languages.api_request",
+        ),
     ),
     "writes": (
         "RATELIMIT_WRITES",
@@ -82,6 +88,7 @@ GROUPS: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "jobs.api_cancel",
             "evaluations.cancel",
             "imports.cancel",
+            "languages.cancel",
             "owner.claim",
             "owner.api_new_owner",
         ),

@@ -21,7 +21,8 @@ from webapp.storage.models import Corpus, EvaluationRow, JobStatus, Tokenizer
 SORTS = {  # query value -> (label, key on an EvaluationView); the best first
     "bpt": ("bytes/token", lambda v: -(v.row.bytes_per_token or 0)),
     "cpt": ("chars/token", lambda v: -(v.chars_per_token or 0)),
-    "tpw": ("tokens/word", lambda v: v.tokens_per_word or float("inf")),
+    # Tokens per word where the corpus spaces its words, else per character (`fertility`).
+    "tpw": ("tokens/word", lambda v: v.fertility[1] or float("inf")),
     "used": ("vocab used", lambda v: -(v.vocab_share or 0)),
     "tokens": ("tokens", lambda v: v.row.tokens or float("inf")),
     "name": ("tokeniser", lambda v: v.name.lower()),
@@ -50,8 +51,20 @@ class EvaluationView:
 
     @property
     def tokens_per_word(self) -> float | None:
+        """None where the corpus does not separate words with spaces (bpe.scripts)."""
         r = self.row
+        if r.spaced is False:
+            return None
         return r.tokens / r.words if r.words and r.tokens is not None else None
+
+    @property
+    def fertility(self) -> tuple[str, float | None]:
+        """("tokens/word", value) where words are spaced, else ("tokens/char", value)."""
+        r = self.row
+        if r.spaced is False:
+            chars = r.characters
+            return "tokens/char", (r.tokens / chars if chars and r.tokens is not None else None)
+        return "tokens/word", self.tokens_per_word
 
     @property
     def vocab_share(self) -> float | None:
@@ -82,10 +95,14 @@ def table_context(
     if sort not in SORTS:
         sort = "bpt"
     views = evaluations_of_corpus(session, corpus.id, sort=sort, owner_id=owner_id)
+    unspaced = any(v.row.spaced is False for v in views)
+    sorts = dict(SORTS)
+    if unspaced:  # one corpus: every finished row is measured on the same text
+        sorts["tpw"] = ("tokens/char", SORTS["tpw"][1])
     return {
         "evaluations": views,
         "sort": sort,
-        "sorts": SORTS,
+        "sorts": sorts,
         "best_bpt": max((v.row.bytes_per_token or 0 for v in views), default=0),
         "active": any(v.status in (JobStatus.QUEUED, JobStatus.RUNNING) for v in views),
         "candidates": candidates(session, owner_id=owner_id),

@@ -108,6 +108,8 @@ def figures_of(row: EvaluationRow) -> BpeEvaluation | None:
         never_used=never_used_ids(row),
         longest=longest_pairs(row),
         seconds=row.seconds or 0.0,
+        script=row.script,
+        spaced=row.spaced is not False,  # null: measured before migration 0021, as it was then
     )
 
 
@@ -119,6 +121,9 @@ FIGURE_KEYS = (
     "bytes_per_token",
     "chars_per_token",
     "tokens_per_word",
+    "tokens_per_char",
+    "script",
+    "spaced",
     "vocab_size",
     "used",
     "vocab_share",

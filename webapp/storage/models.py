@@ -443,6 +443,10 @@ class EvaluationRow(JobDelivery, Base):
     seconds: Mapped[float | None] = mapped_column(Float)
     never_used: Mapped[bytes | None] = mapped_column(LargeBinary)  # little-endian uint32 ids
     longest: Mapped[str | None] = mapped_column(Text)  # JSON [[id, count], ...]
+    # How the corpus is written (bpe.scripts, migration 0021): tokens per word is shown only
+    # where words are spaced, tokens per character elsewhere. Null: measured before 0019.
+    script: Mapped[str | None] = mapped_column(String(32))
+    spaced: Mapped[bool | None] = mapped_column(Boolean)
 
     tokenizer: Mapped[Tokenizer] = relationship()
 
@@ -451,3 +455,78 @@ class EvaluationRow(JobDelivery, Base):
         if self.status == "succeeded":
             return 100
         return min(99, int(100 * self.chars_done / self.chars_total)) if self.chars_total else 0
+
+
+class ParallelText(Base):
+    """One language of the parallel text (the UDHR; `flask fetch-udhr`), with how it is written
+    (`bpe.scripts`), judged once when it is stored. In the database, not on disk: a job runs
+    wherever a worker reaches the database, on another machine than the web server's files."""
+
+    __tablename__ = "parallel_texts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    code: Mapped[str] = mapped_column(String(64), unique=True)  # "eng", "cmn_hans"
+    name: Mapped[str] = mapped_column(String(200))
+    bcp47: Mapped[str] = mapped_column(String(64), default="")
+    iso6393: Mapped[str] = mapped_column(String(16), default="")
+    direction: Mapped[str] = mapped_column(String(8), default="ltr")
+    stage: Mapped[int] = mapped_column(Integer)  # 4-5: the complete text
+    script: Mapped[str | None] = mapped_column(String(32))  # of most of its letters
+    spaced: Mapped[bool] = mapped_column(Boolean)  # words separated by spaces
+    byte_count: Mapped[int] = mapped_column(Integer)
+    char_count: Mapped[int] = mapped_column(Integer)
+    word_count: Mapped[int] = mapped_column(Integer)  # whitespace-separated
+    source_sha256: Mapped[str] = mapped_column(String(64))  # of what it was read from
+    text: Mapped[str] = mapped_column(Text, deferred=True)
+
+
+class LanguageJob(JobDelivery, Base):
+    """A set of tokenisers counted on every complete text of the parallel text, as a job."""
+
+    __tablename__ = "language_jobs"
+    __table_args__ = ({"sqlite_autoincrement": True},)  # ids are in URLs (as migration 0016)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("owners.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")  # a JobStatus value
+    error: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    elapsed_seconds: Mapped[float | None] = mapped_column(Float)
+    tokenizer_ids: Mapped[str] = mapped_column(Text)  # JSON list, in the order asked
+    counts_done: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    counts_total: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+
+    @property
+    def tokenizer_id_list(self) -> list[int]:
+        return [int(i) for i in json.loads(self.tokenizer_ids or "[]")]
+
+    @property
+    def finished(self) -> bool:
+        return JobStatus(self.status) not in ACTIVE_STATUSES
+
+    @property
+    def percent(self) -> int:
+        if self.status == "succeeded":
+            return 100
+        return min(99, int(100 * self.counts_done / self.counts_total)) if self.counts_total else 0
+
+
+class LanguageCount(Base):
+    """How many tokens one tokeniser spends on one language, measured by one job."""
+
+    __tablename__ = "language_counts"
+
+    job_id: Mapped[int] = mapped_column(
+        ForeignKey("language_jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    tokenizer_id: Mapped[int] = mapped_column(
+        ForeignKey("tokenizers.id", ondelete="CASCADE"), primary_key=True
+    )
+    text_id: Mapped[int] = mapped_column(
+        ForeignKey("parallel_texts.id", ondelete="CASCADE"), primary_key=True
+    )
+    tokens: Mapped[int] = mapped_column(Integer)
