@@ -194,12 +194,19 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
             conditions.append(contains_bytes(session, VocabEntry.token_bytes, needle))
     base = base_size(row)
     if row.imported:
-        # The file's own ids: single bytes anywhere, specials among them; go by the rows.
+        # The file's own ids: base tokens anywhere, specials among them; go by the rows. A
+        # learned token is one a merge makes (the base of Llama 2's vocabulary is characters
+        # and `<0xNN>` bytes, of any length).
         not_special = VocabEntry.category != "special"
+        made = (
+            select(Merge.new_id)
+            .where(Merge.tokenizer_id == row.id, Merge.new_id == VocabEntry.token_id)
+            .exists()
+        )
         if query.kind == "learned":
-            conditions += [VocabEntry.byte_length > 1, not_special]
+            conditions += [made, not_special]
         elif query.kind == "base":
-            conditions += [VocabEntry.byte_length == 1, not_special]
+            conditions += [~made, not_special]
         elif query.kind == "special":
             conditions.append(VocabEntry.category == "special")
     elif query.kind == "learned":

@@ -173,9 +173,13 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
     rows = []
     for token_id in sorted(vocab):
         raw = vocab[token_id]
+        # What the token stands for, which the lists show, measure and sort by: its bytes, but
+        # a space for Llama 2's `▁` and the byte for its `<0xNN>` (the row keeps `raw`, which
+        # loading reads back).
+        shown = tok.display_bytes(token_id)
         ends_word = tok.ends_word(token_id)
         # NUL becomes U+FFFD like any undecodable byte: PostgreSQL text cannot hold it.
-        text = raw.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        text = shown.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
         rank = tok.merge_rank(token_id) if counts is not None else None
         special = token_id in specials
         rows.append(
@@ -184,10 +188,10 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
                 token_id,
                 raw,
                 text + bpe.END_OF_WORD if ends_word else text,
-                raw.hex(),
-                len(raw),
+                shown.hex(),
+                len(shown),
                 len(text),
-                token_category(raw, special=special),
+                token_category(shown, special=special),
                 counts[rank] if counts is not None and rank is not None else None,
                 special and token_id not in ordinary,
                 ends_word,
