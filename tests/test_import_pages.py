@@ -412,3 +412,28 @@ def test_llama2_base_vocabulary_is_its_characters_and_bytes(site):
     assert f'data-tip="id {byte} · base byte' in listed.get_data(as_text=True)
     page = client.get(f"/t/{m.slug}/token/{e_acute}").get_data(as_text=True)
     assert "base character" in page
+
+
+# ----- downloads ----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", MODELS)
+def test_downloads_give_files_that_encode_alike(site, name):
+    """The project's JSON always; a tokenizer.json of an import through HF's whole pipeline,
+    which `tokenizers` runs as the original; the other formats are refused, saying why."""
+    client, model = site
+    m = model(name)
+    saved = client.get(f"/t/{m.slug}/download/json")
+    assert saved.status_code == 200
+    assert bpe.formats.loads(saved.data).encode(TEXT) == m.real_ids(TEXT)
+    hf = client.get(f"/t/{m.slug}/download/hf")
+    if m.tok.rule == "hf_pipeline":
+        assert hf.status_code == 200
+        again = tokenizers.Tokenizer.from_str(hf.get_data(as_text=True))
+        for add in (False, True):
+            assert (
+                again.encode(TEXT, add_special_tokens=add).ids
+                == m.real.encode(TEXT, add_special_tokens=add).ids
+            )
+    else:
+        assert hf.status_code == 422 and "use the original file" in hf.get_data(as_text=True)
+    rank_file = client.get(f"/t/{m.slug}/download/tiktoken")
+    assert rank_file.status_code == (200 if m.tok.rule == "tiktoken" else 422)

@@ -229,6 +229,26 @@ class HfPipeline:
             "added_tokens": [t.to_json() for t in self.added_tokens],
         }
 
+    def to_file(self) -> dict[str, Any]:
+        """A `tokenizer.json` that `tokenizers` runs exactly as this pipeline: the components'
+        own JSON, the model's options, vocabulary and merges, the added tokens with their ids
+        and flags. A pair the file listed twice is written once, at the later rank it kept."""
+        spelled = {token_id: text for text, token_id in self.model.vocab.items()}
+        ordered = sorted(self.model.merges.items(), key=lambda item: item[1][0])
+        return {
+            "version": "1.0",
+            "truncation": None,
+            "padding": None,
+            "added_tokens": [t.to_json() for t in self.added_tokens],
+            **self.components,
+            "model": {
+                **self.options.to_json(),
+                "dropout": None,
+                "vocab": dict(sorted(self.model.vocab.items(), key=lambda item: item[1])),
+                "merges": [[spelled[left], spelled[right]] for (left, right), _ in ordered],
+            },
+        }
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Its components hold closures, which do not pickle: a worker process (`bpe.batch`)
         # rebuilds the pipeline from what a saved tokeniser keeps.
