@@ -437,3 +437,15 @@ def test_downloads_give_files_that_encode_alike(site, name):
         assert hf.status_code == 422 and "use the original file" in hf.get_data(as_text=True)
     rank_file = client.get(f"/t/{m.slug}/download/tiktoken")
     assert rank_file.status_code == (200 if m.tok.rule == "tiktoken" else 422)
+
+
+@pytest.mark.parametrize("name", ["llama2", "qwen3"])
+def test_vocabulary_text_search_finds_what_the_reader_sees(site, name):
+    """Searching " the" finds the token drawn `·the`, however the file spells its space."""
+    client, model = site
+    m = model(name)
+    the = m.real_ids(" the")[-1]  # Llama 2 encodes " the" as `▁`, `▁the`
+    response = client.get(f"/t/{m.slug}/vocab?kind=all&match=text&q=+the&per_page=100", headers=HX)
+    listed = ids_in(response.get_data(as_text=True))
+    assert the in listed
+    assert all(b" the" in m.tok.display_bytes(i) for i in listed)

@@ -176,6 +176,13 @@ def contains_bytes(session: Session, column: Any, needle: bytes) -> Any:
     return func.instr(column, bindparam("needle", needle, LargeBinary)) > 0
 
 
+def contains_text(session: Session, column: Any, needle: str) -> Any:
+    """`needle in column` on text, exact (LIKE is not, for % and _)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return func.strpos(column, bindparam("text_needle", needle)) > 0
+    return func.instr(column, bindparam("text_needle", needle)) > 0
+
+
 def _paged(session: Session, stmt: Select, order: tuple, paging: Paging) -> Page:
     total = session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery())) or 0
     offset = (paging.page - 1) * paging.per_page
@@ -191,7 +198,12 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
     else:
         needle = query.search.needle()
         if needle is not None:
-            conditions.append(contains_bytes(session, VocabEntry.token_bytes, needle))
+            found = contains_bytes(session, VocabEntry.token_bytes, needle)
+            if row.encode_rule == "hf_pipeline" and query.search.match == "text":
+                # Llama 2's rows keep `▁the` as the file spells it; the reader types " the",
+                # which its shown text holds.
+                found = or_(found, contains_text(session, VocabEntry.display_text, query.search.q))
+            conditions.append(found)
     base = base_size(row)
     if row.imported:
         # The file's own ids: base tokens anywhere, specials among them; go by the rows. A
