@@ -207,14 +207,17 @@ def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
     base = base_size(row)
     if row.imported:
         # The file's own ids: base tokens anywhere, specials among them; go by the rows. A
-        # learned token is one a merge makes (the base of Llama 2's vocabulary is characters
-        # and `<0xNN>` bytes, of any length).
+        # learned token is one a merge makes: in byte-level files every token longer than a
+        # byte (one indexed comparison); in HF's whole pipeline, whose base can be characters
+        # and `<0xNN>` bytes of any length (Llama 2), the merges say.
         not_special = VocabEntry.category != "special"
-        made = (
-            select(Merge.new_id)
-            .where(Merge.tokenizer_id == row.id, Merge.new_id == VocabEntry.token_id)
-            .exists()
-        )
+        made: Any = VocabEntry.byte_length > 1
+        if row.encode_rule == "hf_pipeline":
+            made = (
+                select(Merge.new_id)
+                .where(Merge.tokenizer_id == row.id, Merge.new_id == VocabEntry.token_id)
+                .exists()
+            )
         if query.kind == "learned":
             conditions += [made, not_special]
         elif query.kind == "base":
