@@ -33,6 +33,22 @@ _BYTE_TOKEN = compile_pattern("<0x([0-9A-F]{2})>")
 COMPONENTS = ("normalizer", "pre_tokenizer", "decoder", "post_processor")
 
 
+def text_token_display(data: bytes, *, byte_fallback: bool) -> bytes:
+    """What a token of a `text`-spelled vocabulary stands for (`HfPipeline.display_bytes`).
+
+    >>> text_token_display("\u2581the".encode(), byte_fallback=True)
+    b' the'
+    >>> [text_token_display(b"<0x0A>", byte_fallback=fallback) for fallback in (True, False)]
+    [b'\\n', b'<0x0A>']
+    """
+    text = data.decode("utf-8", errors="replace")
+    if byte_fallback and len(text) == 6:
+        byte = _BYTE_TOKEN.fullmatch(text)
+        if byte is not None:
+            return bytes([int(byte.group(1), 16)])
+    return text.replace("\u2581", " ").encode("utf-8")
+
+
 @dataclass(frozen=True)
 class WordTrace:
     """One word the model encodes (or an added token, taken whole), with its ids."""
@@ -212,12 +228,7 @@ class HfPipeline:
     def display_bytes(self, data: bytes) -> bytes:
         """What a token of a `text`-spelled vocabulary stands for in decoded text, for display:
         `▁` as a space and a `<0xNN>` byte-fallback token as its byte."""
-        text = data.decode("utf-8", errors="replace")
-        if self.options.byte_fallback and len(text) == 6:
-            byte = _BYTE_TOKEN.fullmatch(text)
-            if byte is not None:
-                return bytes([int(byte.group(1), 16)])
-        return text.replace("\u2581", " ").encode("utf-8")
+        return text_token_display(data, byte_fallback=self.options.byte_fallback)
 
     # ----- saving -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
