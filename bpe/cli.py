@@ -396,9 +396,12 @@ def run_vocab_diff(args: argparse.Namespace) -> int:
                 {
                     "counts": {side: dict(sorted(diff.counts[side].items())) for side in SIDES},
                     "totals": {side: len(listed[side]) for side in SIDES},
-                    "both": [{"a_id": i, "b_id": j, "hex": a.vocab[i].hex()} for i, j in diff.both],
-                    "only_a": [{"id": i, "hex": a.vocab[i].hex()} for i in diff.only_a],
-                    "only_b": [{"id": i, "hex": b.vocab[i].hex()} for i in diff.only_b],
+                    "both": [
+                        {"a_id": i, "b_id": j, "hex": a.display_bytes(i).hex()}
+                        for i, j in diff.both
+                    ],
+                    "only_a": [{"id": i, "hex": a.display_bytes(i).hex()} for i in diff.only_a],
+                    "only_b": [{"id": i, "hex": b.display_bytes(i).hex()} for i in diff.only_b],
                 }
             )
         )
@@ -411,7 +414,7 @@ def run_vocab_diff(args: argparse.Namespace) -> int:
     lines.append(f"{'all':<14}" + "".join(f"{len(listed[side]):>10,}" for side in SIDES))
     for side in SIDES:
         tok = owner[side]
-        longest = sorted(listed[side], key=lambda i: (-len(tok.vocab[i]), i))[: args.show]
+        longest = sorted(listed[side], key=lambda i: (-len(tok.display_bytes(i)), i))[: args.show]
         if longest:
             shown = ", ".join(f"{i} {tok.id_to_token(i)!r}" for i in longest)
             lines.append(f"{SIDE_LABELS[side]}, longest first: {shown}")

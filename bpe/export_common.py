@@ -25,6 +25,9 @@ def check_exportable(tok: Tokenizer, *, target: ExportTarget) -> None:
     """Refuse what the target cannot express: exports cover the byte-level modes whose pieces
     one regex can cut (`TrainingMode.split_pattern`), and of the imported tokenisers only
     tiktoken's, to tiktoken (their ranks are their ids)."""
+    rule = tok.rule_object
+    if rule.exports_own_pipeline and target in rule.export_targets:
+        return
     mode = tok.mode_object
     if not mode.byte_level or mode.split_pattern(tok.pattern) is None:
         raise ExportError(
@@ -120,6 +123,8 @@ def rank_rule_conflicts(tok: Tokenizer) -> list[int]:
 def export_warnings(tok: Tokenizer, *, target: ExportTarget) -> list[str]:
     """Plain-language lines on where the export will encode differently from us (none: [])."""
     check_exportable(tok, target=target)
+    if tok.rule_object.exports_own_pipeline:
+        return []  # the file's own vocabulary and pipeline, written back as they were read
     lines: list[str] = []
     groups = duplicate_tokens(tok)
     if groups:

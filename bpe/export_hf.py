@@ -59,6 +59,8 @@ __all__ = ["to_hf_dict", "to_hf_json", "write_hf"]
 def to_hf_dict(tok: Tokenizer, *, strict: bool = False) -> dict[str, Any]:
     """The `tokenizer.json` structure; see `to_hf_json`."""
     check_exportable(tok, target="hf")
+    if tok.hf_pipeline is not None:  # imported through HF's whole pipeline: write it back
+        return tok.hf_pipeline.to_file()
     if strict:
         problems = export_warnings(tok, target="hf")
         if problems:

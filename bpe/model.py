@@ -34,7 +34,8 @@ from bpe.batch import encode_batch
 from bpe.chat_types import ChatTemplate
 from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder
-from bpe.hf.pipeline import HfPipeline
+from bpe.hf.pipeline import HfPipeline, StretchTrace
+from bpe.hf_rule import MergeMap
 from bpe.modes import END_OF_WORD, UNKNOWN, TrainingMode, get_mode, mode_names
 from bpe.modes.base import PieceEncoder
 from bpe.patterns import BUILT_IN_PATTERNS, split_deadline
@@ -253,6 +254,14 @@ class Tokenizer:
             return data
         return pipeline.display_bytes(data)
 
+    def base_kind(self, token_id: int) -> str:
+        """What a token that no merge makes stands for: a "byte", or a "character" (words mode,
+        and the characters of SentencePiece-style HF imports, whose `<0xNN>` tokens are bytes)."""
+        pipeline = self.hf_pipeline
+        if pipeline is not None and pipeline.spelling != "byte_level":
+            return "byte" if pipeline.is_byte_token(self.token_bytes(token_id)) else "character"
+        return "byte" if self.mode_object.byte_level else "character"
+
     def _missing_id(self, token_id: object) -> str:
         if self.id_limit == self.vocab_size:
             return f"token id {token_id} is not in this vocabulary (ids run 0..{self.id_limit - 1})"
@@ -350,6 +359,18 @@ class Tokenizer:
         merge_limit: int | None,
         add_special_tokens: bool,
     ) -> list[int]:
+        skip, merges = self._pipeline_options(pipeline, allowed_special, merge_limit)
+        return pipeline.encode(
+            text, skip=skip, merges=merges, add_special_tokens=add_special_tokens
+        )
+
+    def _pipeline_options(
+        self,
+        pipeline: HfPipeline,
+        allowed_special: Literal["all"] | Iterable[str],
+        merge_limit: int | None,
+    ) -> tuple[frozenset[int], MergeMap | None]:
+        """The added tokens an HF pipeline treats as text, and its first k merges (None: all)."""
         allowed = self._allowed_specials(allowed_special).values()
         merges = None
         if merge_limit is not None and merge_limit < len(self.merges):
@@ -357,12 +378,22 @@ class Tokenizer:
                 (left, right): (rank, new)
                 for rank, (left, right, new) in enumerate(self.merges[: max(merge_limit, 0)])
             }
-        return pipeline.encode(
-            text,
-            skip=pipeline.skipped(allowed),
-            merges=merges,
-            add_special_tokens=add_special_tokens,
-        )
+        return pipeline.skipped(allowed), merges
+
+    def pipeline_trace(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | Iterable[str] = (),
+        merge_limit: int | None = None,
+    ) -> list[StretchTrace]:
+        """An `hf_pipeline` import's `encode`, stage by stage (`bpe.hf.pipeline.HfPipeline.trace`):
+        the ids of its words, in order, are `encode(text, ...)`'s."""
+        pipeline = self.hf_pipeline
+        if pipeline is None:
+            raise ValueError("only a tokeniser imported through HF's pipeline has its stages")
+        skip, merges = self._pipeline_options(pipeline, allowed_special, merge_limit)
+        return pipeline.trace(text, skip=skip, merges=merges)
 
     def encode_batch(
         self,

@@ -1,8 +1,9 @@
 """Two vocabularies side by side: the tokens both have, and those only one has.
 
-A token is the same in both when its bytes and its end-of-word mark agree (words mode's
-`the</w>` is not a byte-level `the`), whatever its id: GPT-2 and GPT-4 share `" the"` under
-different ids. Counted per category (`bpe.token_info.token_category`).
+A token is the same in both when what it stands for (`Tokenizer.display_bytes`: its bytes, but
+Llama 2's `▁the` as `" the"`) and its end-of-word mark agree (words mode's `the</w>` is not a
+byte-level `the`), whatever its id: GPT-2 and GPT-4 share `" the"` under different ids.
+Counted per category (`bpe.token_info.token_category`).
 
 >>> import bpe
 >>> a = bpe.train("low lower lowest " * 20, vocab_size=262, mode="chunked")
@@ -35,12 +36,16 @@ def _keys(tok: Tokenizer) -> dict[tuple[bytes, bool], int]:
     """Each token's key and its lowest id (a vocabulary may spell two ids alike)."""
     keys: dict[tuple[bytes, bool], int] = {}
     for token_id in sorted(tok.vocab):
-        keys.setdefault((tok.vocab[token_id], tok.ends_word(token_id)), token_id)
+        keys.setdefault(_key(tok, token_id), token_id)
     return keys
 
 
+def _key(tok: Tokenizer, token_id: int) -> tuple[bytes, bool]:
+    return tok.display_bytes(token_id), tok.ends_word(token_id)
+
+
 def _category(tok: Tokenizer, token_id: int, specials: set[int]) -> str:
-    return token_category(tok.vocab[token_id], special=token_id in specials)
+    return token_category(tok.display_bytes(token_id), special=token_id in specials)
 
 
 def vocab_diff(a: Tokenizer, b: Tokenizer) -> VocabDiff:
@@ -50,7 +55,7 @@ def vocab_diff(a: Tokenizer, b: Tokenizer) -> VocabDiff:
     both, only_a, only_b = [], [], []
     counts: dict[str, Counter[str]] = {side: Counter() for side in SIDES}
     for token_id in sorted(a.vocab):
-        other = keys_b.get((a.vocab[token_id], a.ends_word(token_id)))
+        other = keys_b.get(_key(a, token_id))
         side = "only_a" if other is None else "both"
         if other is None:
             only_a.append(token_id)
@@ -58,7 +63,7 @@ def vocab_diff(a: Tokenizer, b: Tokenizer) -> VocabDiff:
             both.append((token_id, other))
         counts[side][_category(a, token_id, specials_a)] += 1
     for token_id in sorted(b.vocab):
-        if (b.vocab[token_id], b.ends_word(token_id)) not in keys_a:
+        if _key(b, token_id) not in keys_a:
             only_b.append(token_id)
             counts["only_b"][_category(b, token_id, specials_b)] += 1
     return VocabDiff(both=both, only_a=only_a, only_b=only_b, counts=counts)

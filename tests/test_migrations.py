@@ -309,4 +309,74 @@ def test_the_vocabulary_diff_index_is_sqlite_only(app):
     instead (its btree refuses keys over ~2.7 kB, and a token may be 16 kB)."""
     engine = app.extensions["bpe_db"].engine
     names = {ix["name"] for ix in inspect(engine).get_indexes("vocab_entries")}
-    assert ("ix_vocab_tokenizer_bytes" in names) == (engine.dialect.name == "sqlite")
+    assert ("ix_vocab_tokenizer_hex" in names) == (engine.dialect.name == "sqlite")
+
+
+SENTENCEPIECE_FILE = {
+    "model": {
+        "type": "BPE",
+        "vocab": {
+            "<unk>": 0,
+            "<0x0A>": 1,
+            "<0xE4>": 2,
+            "\u2581": 3,
+            "t": 4,
+            "h": 5,
+            "e": 6,
+            "\u2581t": 7,
+            "\u2581th": 8,
+            "\u2581the": 9,
+        },
+        "merges": ["\u2581 t", "\u2581t h", "\u2581th e"],
+        "byte_fallback": True,
+        "unk_token": "<unk>",
+    },
+    "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+    "added_tokens": [{"id": 0, "content": "<unk>", "special": True}],
+}
+
+
+def test_sentencepiece_rows_stored_before_0022_describe_what_tokens_stand_for(app_config):
+    """Rows of a Llama-2-style import stored with the file's spelling (`▁the` 6 bytes of
+    `mixed`) are recomputed by the migration as what each token stands for, as new imports
+    are stored; the token bytes loading reads are left alone."""
+    import sqlalchemy as sa
+
+    from bpe.importers import import_bytes
+    from webapp.storage import convert
+    from webapp.storage.models import VocabEntry
+
+    tok = import_bytes(json.dumps(SENTENCEPIECE_FILE).encode(), filename="tokenizer.json")
+    database = db.Database(app_config["DATABASE_URL"])
+    try:
+        db.upgrade(database)
+        with database.session_scope() as session:
+            tokenizer_id = convert.store_imported(session, tok).id
+            session.flush()
+            for row in session.query(VocabEntry).filter_by(tokenizer_id=tokenizer_id):
+                if row.category != "special":  # as rows were stored before: the file's text
+                    raw = bytes(row.token_bytes)
+                    row.display_text, row.hex = raw.decode(), raw.hex()
+                    row.byte_length, row.char_length = len(raw), len(raw.decode())
+                    row.category = "mixed"
+        columns = ("display_text", "hex", "byte_length", "char_length", "category")
+
+        def rows() -> dict[int, tuple]:
+            with database.read_scope() as session:
+                found = session.execute(
+                    sa.select(VocabEntry.token_id, *(getattr(VocabEntry, c) for c in columns))
+                ).all()
+                return {r[0]: tuple(r[1:]) for r in found}
+
+        assert rows()[9] == ("\u2581the", "e29681746865", 6, 4, "mixed")
+        db.downgrade(database, "0018_job_workers")
+        db.upgrade(database)
+        want = {
+            r[1]: tuple(r[convert.VOCAB_COLUMNS.index(c)] for c in columns)
+            for r in convert.vocab_rows(tok, tokenizer_id)
+        }
+        assert rows() == want
+        assert want[9] == (" the", "20746865", 4, 4, "leading-space")
+        assert want[1][4] == "whitespace" and want[2][4] == "partial-utf8"
+    finally:
+        database.dispose()

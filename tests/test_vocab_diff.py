@@ -21,7 +21,7 @@ MIXED = "the cat ate 东京 and 北京 noodles, the end. <script>x</script> " * 
 
 def keys(tok: bpe.Tokenizer) -> dict[int, tuple[bytes, bool]]:
     """What makes two tokens the same: their bytes, and whether they end a word."""
-    return {i: (raw, tok.ends_word(i)) for i, raw in tok.vocab.items()}
+    return {i: (tok.display_bytes(i), tok.ends_word(i)) for i in tok.vocab}
 
 
 def expected(a: bpe.Tokenizer, b: bpe.Tokenizer) -> dict[str, Counter]:
@@ -30,7 +30,7 @@ def expected(a: bpe.Tokenizer, b: bpe.Tokenizer) -> dict[str, Counter]:
     in_a, in_b = set(ka.values()), set(kb.values())
 
     def category(tok: bpe.Tokenizer, i: int) -> str:
-        return token_category(tok.vocab[i], special=i in set(tok.special_tokens.values()))
+        return token_category(tok.display_bytes(i), special=i in set(tok.special_tokens.values()))
 
     return {
         "both": Counter(category(a, i) for i, key in ka.items() if key in in_b),
@@ -147,3 +147,21 @@ def test_command_line_counts_equal_set_arithmetic(tmp_path, pair):
     ).stdout
     [all_row] = [line.split() for line in table.splitlines() if line.startswith("all ")]
     assert all_row[1:] == [f"{sum(want[s].values()):,}" for s in ("both", "a", "b")]
+
+
+def test_a_sentencepiece_token_is_the_same_as_what_it_stands_for(client, make_tokenizer):
+    """Llama 2 spells ` the` as `▁the` and a newline as `<0x0A>`: the diff compares what the
+    tokens stand for, so a byte-level tokeniser's ` the` and `\\n` are in both."""
+    from tests.test_migrations import SENTENCEPIECE_FILE
+    from tests.test_web_imports import upload
+
+    raw = json.dumps(SENTENCEPIECE_FILE).encode()
+    answer = upload(client, "/api/tokenizers/import", {"file": (raw, "tokenizer.json")})
+    assert answer.status_code == 201, answer.get_data(as_text=True)
+    llama_like = answer.get_json()["slug"]
+    own = make_tokenizer(ENGLISH, vocab_size=300)
+    both = client.get(
+        f"/api/vocab-diff/{llama_like}/{own.slug}", query_string={"per_page": 200}
+    ).get_json()
+    shared = {bytes.fromhex(t["stands_for_hex"]): t["a_id"] for t in both["tokens"]}
+    assert shared[b" the"] == 9 and shared[b"\n"] == 1 and shared[b" "] == 3

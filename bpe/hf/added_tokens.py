@@ -132,16 +132,37 @@ class AddedVocabulary:
 
     def segments(self, text: str, skip: Collection[int] = ()) -> list[Segment]:
         """The text cut around added tokens (not those in `skip`), the rest normalized."""
-        out: list[Segment] = []
+        return [segment for stretch in self.stretches(text, skip) for segment in stretch.segments]
+
+    def stretches(self, text: str, skip: Collection[int] = ()) -> list[Stretch]:
+        """`segments`, kept by the stretch of raw text they come from (what "why this split?"
+        shows: each stretch between the raw added tokens, then what the normalizer made of
+        it, then the normalized added tokens found in that)."""
+        out: list[Stretch] = []
         for piece, token_id, origin in self._raw.split(text, 1, skip):
             if token_id is not None:
-                out.append((piece, token_id, 0))
+                out.append(Stretch(piece, token_id, piece, [(piece, token_id, 0)]))
                 continue
             normalize = self.normalize
             if normalize is None:
-                out.extend(self._normalized.split(piece, origin, skip))
-                continue
-            # What the input's first character became (a prepended mark included).
-            first = len(normalize(piece[:1])) if origin else 0
-            out.extend(self._normalized.split(normalize(piece), first, skip))
-        return [s for s in out if s[0] or s[1] is not None]
+                normalized, first = piece, origin
+            else:
+                normalized = normalize(piece)
+                # What the input's first character became (a prepended mark included).
+                first = len(normalize(piece[:1])) if origin else 0
+            found = self._normalized.split(normalized, first, skip)
+            kept = [s for s in found if s[0] or s[1] is not None]
+            if kept or piece:
+                out.append(Stretch(piece, None, normalized, kept))
+        return out
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """Raw text between the added tokens matched before normalizing (or one such token),
+    what the normalizer made of it, and that cut around the normalized added tokens."""
+
+    raw: str
+    token_id: int | None  # a `normalized: false` added token, matched in the raw text
+    normalized: str
+    segments: list[Segment]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bpe.byte_level import byte_level_bytes, byte_level_string
-from bpe.hf.added_tokens import AddedToken, AddedVocabulary
+from bpe.hf.added_tokens import AddedToken, AddedVocabulary, Segment
 from bpe.hf.decoders import DecodeChain, build_decoder
 from bpe.hf.errors import Malformed, Unsupported, type_of
 from bpe.hf.model import BpeModel, ModelOptions, merge_table
@@ -31,6 +31,52 @@ from bpe.patterns import compile_pattern
 SPELLINGS = ("byte_level", "text")
 _BYTE_TOKEN = compile_pattern("<0x([0-9A-F]{2})>")
 COMPONENTS = ("normalizer", "pre_tokenizer", "decoder", "post_processor")
+
+
+def text_token_display(data: bytes, *, byte_fallback: bool) -> bytes:
+    """What a token of a `text`-spelled vocabulary stands for (`HfPipeline.display_bytes`).
+
+    >>> text_token_display("\u2581the".encode(), byte_fallback=True)
+    b' the'
+    >>> [text_token_display(b"<0x0A>", byte_fallback=fallback) for fallback in (True, False)]
+    [b'\\n', b'<0x0A>']
+    """
+    text = data.decode("utf-8", errors="replace")
+    if byte_fallback and len(text) == 6:
+        byte = _BYTE_TOKEN.fullmatch(text)
+        if byte is not None:
+            return bytes([int(byte.group(1), 16)])
+    return text.replace("\u2581", " ").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class WordTrace:
+    """One word the model encodes (or an added token, taken whole), with its ids."""
+
+    text: str
+    ids: list[int]
+    added_id: int | None = None
+
+
+@dataclass(frozen=True)
+class SegmentTrace:
+    """A stretch's normalized text between normalized added tokens (or one such token),
+    cut into words by the pre-tokenizer."""
+
+    text: str
+    token_id: int | None
+    words: list[WordTrace]
+
+
+@dataclass(frozen=True)
+class StretchTrace:
+    """Raw text between the added tokens matched before normalizing (or one of them), what
+    the normalizer made of it, and its segments (`HfPipeline.trace`)."""
+
+    raw: str
+    token_id: int | None
+    normalized: str
+    segments: list[SegmentTrace]
 
 
 @dataclass(frozen=True)
@@ -96,31 +142,53 @@ class HfPipeline:
         """The ids `tokenizers` gives `text`, with the added tokens in `skip` left as text and
         only `merges` (the first k of the file's) when given."""
         out: list[int] = []
-        if merges is None:
-            tokenize = self.model.tokenize
-        else:
-            limited = merges
-
-            def tokenize(word: str) -> list[int]:
-                return self.model.tokenize_with(word, limited, ignore_merges=False)
-
         for word, token_id in self._words(text, skip):
             if token_id is None:
-                out.extend(tokenize(word))
+                out.extend(self._tokenize(word, merges))
             else:
                 out.append(token_id)
         return self.post_processor(out) if add_special_tokens else out
 
     def _words(self, text: str, skip: Collection[int]) -> Iterable[tuple[str, int | None]]:
-        chain = self.pre_tokenizer
-        for segment, token_id, origin in self.added.segments(text, skip):
-            if token_id is not None:
-                yield segment, token_id
-            elif chain is None:
-                yield segment, None
-            else:
-                for word in chain.words(segment, origin):
-                    yield word, None
+        for segment in self.added.segments(text, skip):
+            yield from self._segment_words(segment)
+
+    def _segment_words(self, segment: Segment) -> Iterable[tuple[str, int | None]]:
+        text, token_id, origin = segment
+        if token_id is not None:
+            yield text, token_id
+        elif self.pre_tokenizer is None:
+            yield text, None
+        else:
+            for word in self.pre_tokenizer.words(text, origin):
+                yield word, None
+
+    def trace(
+        self, text: str, *, skip: Collection[int] = (), merges: MergeMap | None = None
+    ) -> list[StretchTrace]:
+        """What `encode(text, skip=..., merges=...)` does, stage by stage: each stretch of raw
+        text between the added tokens matched before normalizing, what the normalizer made of
+        it, the normalized added tokens cut out of that, and each piece's words with their ids.
+        The words' ids, in order, are exactly `encode`'s (the same steps, kept)."""
+        out: list[StretchTrace] = []
+        for stretch in self.added.stretches(text, skip):
+            segments = []
+            for segment in stretch.segments:
+                words = [
+                    WordTrace(word, [token_id] if token_id is not None else [], token_id)
+                    for word, token_id in self._segment_words(segment)
+                ]
+                for word in words:
+                    if word.added_id is None:
+                        word.ids.extend(self._tokenize(word.text, merges))
+                segments.append(SegmentTrace(segment[0], segment[1], words))
+            out.append(StretchTrace(stretch.raw, stretch.token_id, stretch.normalized, segments))
+        return out
+
+    def _tokenize(self, word: str, merges: MergeMap | None) -> list[int]:
+        if merges is None:
+            return self.model.tokenize(word)
+        return self.model.tokenize_with(word, merges, ignore_merges=False)
 
     def pieces(self, text: str) -> list[str]:
         """The words the model encodes one by one, and the added tokens' text between them."""
@@ -149,15 +217,18 @@ class HfPipeline:
             strings.append(found)
         return "".join(self.decoder(strings))
 
+    def is_byte_token(self, data: bytes) -> bool:
+        """Is a token of a `text`-spelled vocabulary a `<0xNN>` byte-fallback token?"""
+        return (
+            self.options.byte_fallback
+            and len(data) == 6
+            and _BYTE_TOKEN.fullmatch(data.decode("ascii", errors="replace")) is not None
+        )
+
     def display_bytes(self, data: bytes) -> bytes:
         """What a token of a `text`-spelled vocabulary stands for in decoded text, for display:
         `▁` as a space and a `<0xNN>` byte-fallback token as its byte."""
-        text = data.decode("utf-8", errors="replace")
-        if self.options.byte_fallback and len(text) == 6:
-            byte = _BYTE_TOKEN.fullmatch(text)
-            if byte is not None:
-                return bytes([int(byte.group(1), 16)])
-        return text.replace("\u2581", " ").encode("utf-8")
+        return text_token_display(data, byte_fallback=self.options.byte_fallback)
 
     # ----- saving -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -167,6 +238,26 @@ class HfPipeline:
             "spelling": self.spelling,
             "model_extra": dict(self.model_extra),
             "added_tokens": [t.to_json() for t in self.added_tokens],
+        }
+
+    def to_file(self) -> dict[str, Any]:
+        """A `tokenizer.json` that `tokenizers` runs exactly as this pipeline: the components'
+        own JSON, the model's options, vocabulary and merges, the added tokens with their ids
+        and flags. A pair the file listed twice is written once, at the later rank it kept."""
+        spelled = {token_id: text for text, token_id in self.model.vocab.items()}
+        ordered = sorted(self.model.merges.items(), key=lambda item: item[1][0])
+        return {
+            "version": "1.0",
+            "truncation": None,
+            "padding": None,
+            "added_tokens": [t.to_json() for t in self.added_tokens],
+            **self.components,
+            "model": {
+                **self.options.to_json(),
+                "dropout": None,
+                "vocab": dict(sorted(self.model.vocab.items(), key=lambda item: item[1])),
+                "merges": [[spelled[left], spelled[right]] for (left, right), _ in ordered],
+            },
         }
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

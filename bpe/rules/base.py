@@ -33,6 +33,9 @@ class EncodingRule:
     # Imported rules whose files cut text with a split pattern (tiktoken's `pat_str`) rather
     # than a pre-tokenizer of their own (HF's): a chunked import needs that pattern.
     cuts_by_pattern: bool = False
+    # Imported rules whose export writes the file's own pipeline back (HF's whole pipeline):
+    # no mode or split pattern of ours is needed to say how the text is cut.
+    exports_own_pipeline: bool = False
 
     def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
         """The ids of text holding no special token."""

@@ -23,6 +23,9 @@ def pipeline_of(tok: Tokenizer) -> HfPipeline:
 
 class HfPipelineRule(ImportedRule):
     name = "hf_pipeline"
+    # The file's own pipeline is written back (`HfPipeline.to_file`), whatever cuts its text.
+    export_targets = frozenset({"hf"})
+    exports_own_pipeline = True
 
     def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
         pipeline = pipeline_of(tok)

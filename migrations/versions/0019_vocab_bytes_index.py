@@ -1,4 +1,4 @@
-"""SQLite indexes each vocabulary's tokens by their bytes, for the vocabulary diff.
+"""SQLite indexes each vocabulary's tokens by what they stand for (`hex`), for the vocabulary diff.
 
 Comparing two 100,000-token vocabularies probes one with every token of the other; without an
 index SQLite scans the whole vocabulary per probe. PostgreSQL answers the same query with a
@@ -16,14 +16,14 @@ down_revision = "0018_job_workers"
 branch_labels = None
 depends_on = None
 
-COLUMNS = ["tokenizer_id", "token_bytes", "ends_word"]
+COLUMNS = ["tokenizer_id", "hex", "ends_word"]
 
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
-        op.create_index("ix_vocab_tokenizer_bytes", "vocab_entries", COLUMNS)
+        op.create_index("ix_vocab_tokenizer_hex", "vocab_entries", COLUMNS)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
-        op.drop_index("ix_vocab_tokenizer_bytes", table_name="vocab_entries")
+        op.drop_index("ix_vocab_tokenizer_hex", table_name="vocab_entries")

@@ -109,7 +109,9 @@ def api(slug_a: str, slug_b: str) -> ResponseReturnValue:
             {
                 own: r.token_id,
                 other: r.other_id,
-                "hex": r.token_bytes.hex(),
+                "hex": r.token_bytes.hex(),  # the token's exact bytes, as everywhere
+                # what it stands for, which the two are compared on (Llama 2's `▁the`: " the")
+                "stands_for_hex": r.hex,
                 "byte_length": r.byte_length,
                 "category": r.category,
                 "special": r.is_special,

@@ -299,7 +299,8 @@ def _groups(tok: bpe.Tokenizer, ids: Sequence[int]) -> list[tuple[int, int]] | N
     is empty or starts with a continuation byte: only those can start inside a character)."""
     if not _any_may_join(tok, ids):
         return None
-    return character_groups([tok.token_bytes(token_id) for token_id in ids])
+    # What the tokens stand for: Llama 2's `<0xNN>` tokens are single bytes of a character.
+    return character_groups([tok.display_bytes(token_id) for token_id in ids])
 
 
 def character_groups(datas: Sequence[bytes]) -> list[tuple[int, int]]:
@@ -366,5 +367,5 @@ def _any_may_join(tok: bpe.Tokenizer, ids: Sequence[int]) -> bool:
 
 
 def _joins(tok: bpe.Tokenizer, token_id: int) -> bool:
-    data = tok.token_bytes(token_id)
+    data = tok.display_bytes(token_id)
     return not data or 0x80 <= data[0] <= 0xBF

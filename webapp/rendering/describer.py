@@ -41,13 +41,14 @@ class Describer:
         self, token_id: int, data: bytes, *, special: bool = False, ends_word: bool = False
     ) -> TokenInfo:
         if self.tok is not None:
-            is_special = self.tok.is_special(token_id)
+            tok = self.tok
+            rank = tok.merge_rank(token_id)
             return TokenInfo(
                 token_id,
-                bytes(data),
-                rank=self.tok.merge_rank(token_id),
-                special=is_special,
-                base_kind="byte",
+                tok.display_bytes(token_id),  # Llama 2's `▁` as a space, `<0xNN>` as its byte
+                rank=rank,
+                special=tok.is_special(token_id),
+                base_kind="byte" if rank is not None else tok.base_kind(token_id),
             )
         rank = token_id - self.base if self.base <= token_id < self.merge_end else None
         return TokenInfo(

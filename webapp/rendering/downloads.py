@@ -32,8 +32,11 @@ def unavailable(row: Tokenizer, fmt: str) -> str | None:
     exports themselves ask, so a new mode or rule needs no change here."""
     if fmt == "json":
         return None
-    if fmt not in get_rule(row.encode_rule).export_targets:
+    rule = get_rule(row.encode_rule)
+    if fmt not in rule.export_targets:
         return ORIGINAL_FILE_ONLY
+    if rule.exports_own_pipeline:
+        return None  # HF's whole pipeline is written back as the file had it
     mode = get_mode(row.mode)
     if not mode.byte_level or mode.split_pattern(row.pattern) is None:
         return BYTE_LEVEL_ONLY

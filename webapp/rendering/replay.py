@@ -126,9 +126,12 @@ def replay_views(tok: bpe.Tokenizer, replay: Replay, page_ids: Sequence[int]) ->
         "mode": tok.mode,
         "rule": replay.rule,
         "whole": replay.whole,
-        "special": replay.symbols == replay.result
+        "special": replay.stages is None
+        and replay.symbols == replay.result
         and len(replay.result) == 1
         and replay.result[0] in tok.special_tokens.values(),
+        "stages": replay.stages,
+        "added": replay.stages is not None and replay.stages.added,
     }
 
 

@@ -19,6 +19,7 @@ from itertools import accumulate, pairwise
 
 import bpe
 from bpe.model import UNKNOWN
+from bpe.rules.hf_pipeline import pipeline_of
 from bpe.stepwise import (
     Chunk,
     Step,
@@ -30,7 +31,7 @@ from bpe.stepwise import (
     replay_joins,
     whole_piece_token,
 )
-from webapp.refusals import UserError
+from webapp.rendering.pipeline_stages import Located, PipelineStages, locate
 
 REPLAY_MAX_BYTES = 64  # a longer chunk is replayed as the window of its tokens around the click
 REPLAY_MAX_STEPS = 200  # a single token longer than that has at most this many steps shown
@@ -290,6 +291,7 @@ class Replay:
     token_index: int  # the clicked token's index in the whole text's encoding
     rule: str = "merges"  # whose rule is replayed: ours (docs/algorithms.md), tiktoken's or HF's
     whole: bool = False  # the piece is itself a token, taken at once before any join
+    stages: PipelineStages | None = None  # HF's whole pipeline: the steps before the merges
 
 
 def replay_token(
@@ -307,6 +309,13 @@ def replay_token(
     chunk's encoding crossed a final token's edge, and our rule only looks at pairs (the
     lowest-ranked pair present merges first: docs/algorithms.md, "Encoding").
     """
+    if tok.rule == "hf_pipeline":
+        # Its pieces are HF's own strings (normalized, byte-level or `▁` spelled), not slices
+        # of the text's bytes, which the imported replay walks.
+        found = locate(
+            tok, text, token_index, allowed_special=allowed_special, merge_limit=merge_limit
+        )
+        return None if found is None else _replay_pipeline(tok, found, token_index, merge_limit)
     if tok.rule != "merges":
         return _replay_imported(
             tok, text, token_index, allowed_special=allowed_special, merge_limit=merge_limit
@@ -346,14 +355,6 @@ def _replay_imported(
     among the pairs inside it in the same order), without the whole-piece lookup."""
     if token_index < 0:
         return None
-    if tok.rule == "hf_pipeline":
-        # Its pieces are HF's own strings (normalized, byte-level or `▁` spelled), not slices
-        # of the text's bytes, which the replay below walks.
-        raise UserError(
-            "The step-by-step replay is not available for this tokeniser: it was imported "
-            "through HuggingFace's whole pipeline (docs/imports.md).",
-            status=422,
-        )
     first = 0
     for piece, ids, special in imported_pieces(
         tok, text, allowed_special=allowed_special, merge_limit=merge_limit
@@ -371,13 +372,7 @@ def _replay_imported(
         window_text = data.decode("utf-8", errors="replace")
         symbols = [tok.byte_ids[b] for b in data]
         whole = None if windowed else whole_piece_token(tok, data, merge_limit)
-        if whole is not None:
-            steps: list[Step] = []
-            result = [whole]
-        else:
-            steps = replay_joins(tok, symbols, merge_limit=merge_limit, max_steps=REPLAY_MAX_STEPS)
-            result = steps[-1].after if steps else symbols
-        cut = len(steps) == REPLAY_MAX_STEPS and result != ids[lo:hi]
+        steps, result, cut = _joins(tok, symbols, ids[lo:hi], whole, merge_limit)
         return Replay(
             window_text,
             piece,
@@ -391,6 +386,98 @@ def _replay_imported(
             whole=whole is not None,
         )
     return None
+
+
+def _replay_pipeline(
+    tok: bpe.Tokenizer, found: Located, token_index: int, merge_limit: int | None
+) -> Replay:
+    """The replay for an import run through HF's whole pipeline: the stages that made the word
+    holding the token (`webapp.rendering.pipeline_stages`), then the word's merges from its
+    model symbols (its characters, unknown ones as `<0xNN>` bytes), a join at a time. A long
+    word is replayed as the window of its final tokens around the clicked one, which joins on
+    its own as in the word (no join crossed a final token's edge; the symbols are the word's
+    own, sliced at those edges)."""
+    pipeline = pipeline_of(tok)
+    word, stages = found.word, found.stages
+    ids = word.ids
+    if word.added_id is not None:
+        return Replay(
+            word.text, word.text, ids, [], ids, False, False, token_index, rule=tok.rule,
+            stages=stages,
+        )  # fmt: skip
+    symbols = pipeline.model.symbols(word.text)
+    spans = _symbol_spans(tok, ids, len(symbols))
+    spelled = [pipeline.token_string(i) or "" for i in ids]
+    # Measured as the text they stand for (Llama 2's `▁` a space, `<0xNN>` one byte).
+    ends = list(accumulate((len(tok.display_bytes(i)) for i in ids), initial=0))
+    lo, hi = 0, len(ids)
+    if spans is not None:
+        local = Segmentation([], ids, list(pairwise(ends)), [])
+        lo, hi = _window(local, 0, len(ids), token_index - found.first)
+        symbols = symbols[spans[lo] : spans[hi]]
+    windowed = (lo, hi) != (0, len(ids))
+    limited = merge_limit is not None and merge_limit < len(tok.merges)
+    whole = (
+        not windowed and not limited and tok.ignore_merges and len(ids) == 1
+        and pipeline.model.vocab.get(word.text) == ids[0]
+    )  # fmt: skip
+    steps, result, cut = _joins(tok, symbols, ids[lo:hi], ids[0] if whole else None, merge_limit)
+    return Replay(
+        text="".join(spelled[lo:hi]),
+        chunk_text=word.text,
+        symbols=symbols,
+        steps=steps,
+        result=result,
+        windowed=windowed,
+        cut_steps=cut,
+        token_index=token_index,
+        rule=tok.rule,
+        whole=whole,
+        stages=stages,
+    )
+
+
+def _joins(
+    tok: bpe.Tokenizer,
+    symbols: list[int],
+    final: list[int],
+    whole: int | None,
+    merge_limit: int | None,
+) -> tuple[list[Step], list[int], bool]:
+    """An imported piece's steps, its result, and whether the steps were cut before reaching
+    `final` (its tokens in the encoding): none when it is taken `whole` as one token."""
+    if whole is not None:
+        return [], [whole], False
+    steps = replay_joins(tok, symbols, merge_limit=merge_limit, max_steps=REPLAY_MAX_STEPS)
+    result = steps[-1].after if steps else symbols
+    return steps, result, len(steps) == REPLAY_MAX_STEPS and result != final
+
+
+def _symbol_spans(tok: bpe.Tokenizer, ids: Sequence[int], count: int) -> list[int] | None:
+    """Where each final token starts among the word's `count` model symbols (and the end):
+    a token made by a merge covers its two parts' symbols, any other token one. None when
+    that does not add up to the word's symbols (a token taken whole with `ignore_merges`),
+    and the word is then replayed whole."""
+    covers: dict[int, int] = {}
+
+    def symbols_of(token_id: int) -> int:
+        stack, total = [token_id], 0
+        while stack:  # a stack, not recursion: merge trees can run deep
+            part = stack.pop()
+            known = covers.get(part)
+            rank = tok.merge_rank(part) if known is None else None
+            if known is not None:
+                total += known
+            elif rank is None:
+                total += 1
+            else:
+                left, right, _ = tok.merges[rank]
+                stack += (left, right)
+        covers[token_id] = total
+        return total
+
+    starts = list(accumulate(map(symbols_of, ids), initial=0))
+    return starts if starts[-1] == count else None
 
 
 def _window_symbols(tok: bpe.Tokenizer, window_text: str, *, ends_word: bool) -> list[int]:

@@ -342,7 +342,6 @@ def _view(
 def token_infos(tok: bpe.Tokenizer, ids: Iterable[int]) -> list[TokenInfo]:
     """TokenInfo for ids of a bpe.Tokenizer; raises ValueError for an id not in it."""
     specials = set(tok.special_tokens.values())
-    base_kind = "byte" if tok.mode_object.byte_level else "character"
     out = []
     for token_id in ids:
         data = tok.display_bytes(token_id)  # Llama 2's `▁` as a space, `<0xNN>` as its byte
@@ -354,7 +353,7 @@ def token_infos(tok: bpe.Tokenizer, ids: Iterable[int]) -> list[TokenInfo]:
                 rank=rank,
                 special=token_id in specials,
                 ends_word=tok.ends_word(token_id),
-                base_kind=base_kind,
+                base_kind="byte" if rank is not None else tok.base_kind(token_id),
             )
         )
     return out

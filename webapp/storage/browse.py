@@ -190,6 +190,13 @@ def contains_bytes(session: Session, column: Any, needle: bytes) -> Any:
     return func.instr(column, bindparam("needle", needle, LargeBinary)) > 0
 
 
+def contains_text(session: Session, column: Any, needle: str) -> Any:
+    """`needle in column` on text, exact (LIKE is not, for % and _)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return func.strpos(column, bindparam("text_needle", needle)) > 0
+    return func.instr(column, bindparam("text_needle", needle)) > 0
+
+
 def paged(
     session: Session, stmt: Select, order: tuple, paging: Paging, total: int | None = None
 ) -> Page:
@@ -202,23 +209,45 @@ def paged(
     return Page(rows=list(rows), total=total, paging=paging)
 
 
+def vocab_search(session: Session, row: Tokenizer, search: Search) -> Any | None:
+    """The search box as a condition on a vocabulary row of `row`, or None when empty."""
+    token_id = search.token_id()
+    if token_id is not None:
+        return VocabEntry.token_id == token_id
+    needle = search.needle()
+    if needle is None:
+        return None
+    found = contains_bytes(session, VocabEntry.token_bytes, needle)
+    if row.encode_rule == "hf_pipeline" and search.match == "text":
+        # Llama 2's rows keep `▁the` as the file spells it; the reader types " the", which its
+        # shown text holds.
+        found = or_(found, contains_text(session, VocabEntry.display_text, search.q))
+    return found
+
+
 def vocab_page(session: Session, row: Tokenizer, query: VocabQuery) -> Page:
     conditions = [VocabEntry.tokenizer_id == row.id]
-    token_id = query.search.token_id()
-    if token_id is not None:
-        conditions.append(VocabEntry.token_id == token_id)
-    else:
-        needle = query.search.needle()
-        if needle is not None:
-            conditions.append(contains_bytes(session, VocabEntry.token_bytes, needle))
+    found = vocab_search(session, row, query.search)
+    if found is not None:
+        conditions.append(found)
     base = base_size(row)
     if row.imported:
-        # The file's own ids: single bytes anywhere, specials among them; go by the rows.
+        # The file's own ids: base tokens anywhere, specials among them; go by the rows. A
+        # learned token is one a merge makes: in byte-level files every token longer than a
+        # byte (one indexed comparison); in HF's whole pipeline, whose base can be characters
+        # and `<0xNN>` bytes of any length (Llama 2), the merges say.
         not_special = VocabEntry.category != "special"
+        made: Any = VocabEntry.byte_length > 1
+        if row.encode_rule == "hf_pipeline":
+            made = (
+                select(Merge.new_id)
+                .where(Merge.tokenizer_id == row.id, Merge.new_id == VocabEntry.token_id)
+                .exists()
+            )
         if query.kind == "learned":
-            conditions += [VocabEntry.byte_length > 1, not_special]
+            conditions += [made, not_special]
         elif query.kind == "base":
-            conditions += [VocabEntry.byte_length == 1, not_special]
+            conditions += [~made, not_special]
         elif query.kind == "special":
             conditions.append(VocabEntry.category == "special")
     elif query.kind == "learned":

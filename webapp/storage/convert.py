@@ -172,13 +172,17 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
     rows = []
     for token_id in sorted(vocab):
         raw = vocab[token_id]
+        # What the token stands for, which the lists show, measure and sort by: its bytes, but
+        # a space for Llama 2's `▁` and the byte for its `<0xNN>` (the row keeps `raw`, which
+        # loading reads back).
+        shown = tok.display_bytes(token_id)
         ends_word = tok.ends_word(token_id)
         special = token_id in specials
         try:  # decoded once, for the category and the text shown
-            text = raw.decode("utf-8")
+            text = shown.decode("utf-8")
             category = "special" if special else text_category(text)
         except UnicodeDecodeError:
-            text = raw.decode("utf-8", errors="replace")
+            text = shown.decode("utf-8", errors="replace")
             category = "special" if special else "partial-utf8"
         # NUL becomes U+FFFD like any undecodable byte: PostgreSQL text cannot hold it.
         if "\x00" in text:
@@ -190,8 +194,8 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
                 token_id,
                 raw,
                 text + bpe.END_OF_WORD if ends_word else text,
-                raw.hex(),
-                len(raw),
+                shown.hex(),
+                len(shown),
                 len(text),
                 category,
                 counts[rank] if counts is not None and rank is not None else None,

@@ -262,7 +262,7 @@ class VocabEntry(Base):
         Index("ix_vocab_tokenizer_byte_length", "tokenizer_id", "byte_length"),
         # The vocabulary diff's probe (webapp/storage/vocab_diff.py). SQLite only: PostgreSQL
         # hash-joins without it, and its btree could not hold a 16 kB token.
-        sqlite_only(Index("ix_vocab_tokenizer_bytes", "tokenizer_id", "token_bytes", "ends_word")),
+        sqlite_only(Index("ix_vocab_tokenizer_hex", "tokenizer_id", "hex", "ends_word")),
     )
 
     tokenizer_id: Mapped[int] = mapped_column(

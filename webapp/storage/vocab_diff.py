@@ -2,10 +2,11 @@
 those only the first has, those only the second has; counted per category and paged with the
 vocabulary browser's own filters and sorts (`VocabQuery`).
 
-A token is the same in both when its bytes and its end-of-word mark agree (words mode's
+A token is the same in both when what it stands for (the `hex` column: its bytes, but Llama 2's
+`▁the` as ` the`, webapp/storage/convert.py) and its end-of-word mark agree (words mode's
 `the</w>` is not a byte-level `the`). Each listed token asks whether the other vocabulary has
 its key (an EXISTS probe): PostgreSQL answers it as a hashed semi-join, SQLite through the
-index on (tokenizer, bytes, end of word) that only SQLite gets (migration 0019; PostgreSQL's
+index on (tokenizer, hex, end of word) that only SQLite gets (migration 0019; PostgreSQL's
 btree could not hold a 16 kB token, and needs no index for a hash join). Vocabularies never
 change, so a pair's counts are computed once per process (`_COUNTS`).
 """
@@ -21,7 +22,7 @@ from sqlalchemy import and_, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
 from webapp.refusals import UserError
-from webapp.storage.browse import Page, contains_bytes, filter_conditions, paged
+from webapp.storage.browse import Page, filter_conditions, paged, vocab_search
 from webapp.storage.list_queries import VOCAB_SORTS, VocabQuery
 from webapp.storage.models import Tokenizer, VocabEntry
 
@@ -64,7 +65,7 @@ def _in_other(other: Tokenizer) -> tuple[Any, Any]:
     match = aliased(VocabEntry)
     same = and_(
         match.tokenizer_id == other.id,
-        match.token_bytes == VocabEntry.token_bytes,
+        match.hex == VocabEntry.hex,
         match.ends_word == VocabEntry.ends_word,
     )
     found = exists().where(same)
@@ -127,18 +128,15 @@ def diff_page(
     `kind` is left out: which ids are learned differs between the two). With `counts` and no
     filter, the total is the counted one instead of a second pass over the vocabulary."""
     conditions, other_id = _side_conditions(first, second, side)
-    token_id = query.search.token_id()
-    if token_id is not None:
-        conditions.append(VocabEntry.token_id == token_id)
-    else:
-        needle = query.search.needle()
-        if needle is not None:
-            conditions.append(contains_bytes(session, VocabEntry.token_bytes, needle))
+    found = vocab_search(session, _sides(first, second, side)[0], query.search)
+    if found is not None:
+        conditions.append(found)
     conditions.extend(filter_conditions(VocabEntry, query))
     stmt = select(
         VocabEntry.token_id,
         other_id.label("other_id"),
         VocabEntry.token_bytes,
+        VocabEntry.hex,
         VocabEntry.byte_length,
         VocabEntry.char_length,
         VocabEntry.category,
