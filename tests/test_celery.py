@@ -260,6 +260,7 @@ def test_three_web_processes_share_the_jobs_and_cancel_across_them(
         "WEB_CONCURRENCY": "3",
         "BPE_AUTO_MIGRATE": "0",
         "BPE_JOBS_PER_OWNER": "8",  # one owner submits the six jobs below
+        "SECRET_KEY": "shared by the three processes",
     }
     gunicorn = Path(sys.executable).parent / "gunicorn"
     server = subprocess.Popen(

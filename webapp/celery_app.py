@@ -11,7 +11,8 @@ from celery.signals import setup_logging, worker_ready
 
 from webapp import create_app, logs
 
-flask_app = create_app({"JOB_BACKEND": "celery"})
+# A worker signs no session or form, so it needs no SECRET_KEY (the web processes do).
+flask_app = create_app({"JOB_BACKEND": "celery"}, serves_pages=False)
 app = celery_app = flask_app.extensions["celery"]
 
 

@@ -26,7 +26,9 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         "SECRET_KEY",
         str,
         "Flask secret key; default a random one kept in instance/secret_key, so sessions and"
-        " CSRF tokens survive a restart.",
+        " CSRF tokens survive a restart. Required with `BPE_JOB_BACKEND=celery`: every web"
+        " process of the site must sign with the same one, or a form loaded from one is refused"
+        " (403) when posted to another.",
     ),
     "BPE_PUBLIC_URL": (
         "PUBLIC_URL",
@@ -364,6 +366,23 @@ def renamed(settings: Mapping[str, Any]) -> dict[str, Any]:
             value = given.pop(old)
             given.setdefault(new, value)
     return given
+
+
+SHARED_SECRET_MISSING = (
+    "BPE_JOB_BACKEND=celery serves the site from several processes or machines, which must"
+    " sign sessions and forms with one secret: set SECRET_KEY to the same value for every web"
+    " process, e.g. the output of `python3 -c 'import secrets; print(secrets.token_hex(32))'`"
+    ' (docs/operations.md, "One secret key").'
+)
+
+
+def shared_secret_problem(config: Mapping[str, Any]) -> str | None:
+    """Why these settings cannot serve pages on several machines, or None: under Celery each
+    process would otherwise make its own key (instance/secret_key is per machine), and a form
+    loaded from one would be refused (CSRF, 403) when posted to another."""
+    if config["JOB_BACKEND"] == "celery" and not config.get("SECRET_KEY"):
+        return SHARED_SECRET_MISSING
+    return None
 
 
 def check(config: Mapping[str, Any]) -> None:
