@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 import bpe
 from tests.conftest import (
@@ -216,3 +216,27 @@ def test_a_worker_that_cannot_reach_the_database_keeps_the_job(
         relay.close()
         stop_runners(app)
         app.extensions["bpe_db"].dispose()
+
+
+def test_a_job_longer_than_the_redelivery_timeout_runs_once(web, celery_workers, random_words):
+    """Redis hands an unacknowledged message to another worker after the visibility timeout
+    (BPE_JOBS_REDELIVER_AFTER, 2 s here): a job still running then, its heartbeat fresh, is
+    left to the worker running it, and the second worker drops its copy."""
+    redeliver = {"BPE_JOBS_REDELIVER_AFTER": "2"}
+    job_id = submit(web, random_words(20000, seed=31), trainer="reference", vocab_size=1500)
+    first = celery_workers(env=redeliver)
+    wait_for(lambda: job(web, job_id).merges_done > 0, timeout=60)
+    time.sleep(3)  # past the timeout: the message is "lost" to the broker
+    # A worker restores timed-out messages as it starts (kombu's Redis transport), and takes
+    # this one: the first is busy (prefetch 1).
+    second = celery_workers(env=redeliver)
+    wait_for(lambda: job_id in outcomes(second), timeout=60)
+    assert outcomes(second)[job_id] == "skipped"
+    assert job(web, job_id).status == "running"  # the copy came while the job ran
+    wait_for(lambda: job(web, job_id).finished, timeout=300)
+    done = job(web, job_id)
+    assert done.status == "succeeded", done.error
+    assert done.worker_pid == first.process.pid  # never taken over
+    assert wait_for(lambda: outcomes(first).get(job_id)) == "succeeded"
+    with web.extensions["bpe_db"].read_scope() as session:
+        assert session.execute(select(func.count()).select_from(Tokenizer)).scalar_one() == 1
