@@ -49,7 +49,10 @@ def test_postgres_urls_use_psycopg3():
 
 
 def test_every_setting_is_documented_in_the_readme():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """In the README, or in the operator's page (docs/operations.md) for those of several
+    machines."""
+    pages = [ROOT / "README.md", ROOT / "docs" / "operations.md"]
+    readme = "".join(page.read_text(encoding="utf-8") for page in pages)
     missing = [name for name in config.ENV_VARS if f"`{name}`" not in readme]
     assert missing == []
 

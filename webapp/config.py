@@ -109,6 +109,15 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
             " Celery workers; needs `CELERY_BROKER_URL`)."
         ),
     ),
+    "BPE_WORKER_CONCURRENCY": (
+        "WORKER_CONCURRENCY",
+        int,
+        (
+            "Jobs one Celery worker process runs at once (default 1; `celery worker -c N`"
+            " overrides it). Under Celery this, times the workers, is how many jobs run:"
+            " `BPE_JOBS_RUNNING` then only adds to how many may be admitted."
+        ),
+    ),
     "CELERY_BROKER_URL": (
         "CELERY_BROKER_URL",
         str,
@@ -314,6 +323,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_MAX_SECONDS": 3600.0,
         "JOB_BACKEND": "embedded",
         "CELERY_BROKER_URL": "",
+        "WORKER_CONCURRENCY": 1,
         "JOB_QUEUE": "bpe-jobs",
         "JOBS_STALE_AFTER": 30.0,
         # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
@@ -398,7 +408,7 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError(
             "BPE_JOB_BACKEND=celery needs CELERY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
         )
-    for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES"):
+    for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES", "WORKER_CONCURRENCY"):
         if config[key] < 1:
             raise ValueError(f"{key} must be at least 1")
     if config["JOBS_PER_OWNER"] < 1:
