@@ -141,8 +141,13 @@ def log_lines(worker) -> list[dict]:
 
 
 def outcomes(worker) -> dict[int, str]:
-    """job id -> the outcome the worker logged for it."""
-    return {one["job_id"]: one["outcome"] for one in log_lines(worker) if "outcome" in one}
+    """job id -> the outcome the worker logged for it: how its run ended, or `skipped` when
+    the worker only dropped copies (a copy resent after the run must not hide how it ended)."""
+    found: dict[int, str] = {}
+    for one in log_lines(worker):
+        if "outcome" in one and (one["outcome"] != "skipped" or one["job_id"] not in found):
+            found[one["job_id"]] = one["outcome"]
+    return found
 
 
 def merges_of(app, job_id: int) -> list:
