@@ -280,7 +280,7 @@ class CeleryWorker:
         self,
         config: dict,
         *,
-        concurrency: int,
+        concurrency: int | None,
         log_path: Path,
         wrapper: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
@@ -300,7 +300,9 @@ class CeleryWorker:
         # `wrapper` runs the worker under another command (a wrong clock: `faketime`).
         command = [*wrapper, sys.executable, "-m", "celery", "-A", "webapp.celery_app", "worker"]
         name = f"w{uuid.uuid4().hex[:8]}@%h"
-        options = ["-c", str(concurrency), "-n", name, "--loglevel", "INFO", "--without-mingle"]
+        # No `-c` (concurrency None): the worker's settings decide (BPE_WORKER_CONCURRENCY).
+        options = ["-c", str(concurrency)] if concurrency is not None else []
+        options += ["-n", name, "--loglevel", "INFO", "--without-mingle"]
         self.process = subprocess.Popen(
             [*command, *options, "--without-gossip"], env=env, stdout=self.log, stderr=self.log
         )
@@ -327,7 +329,10 @@ def celery_workers(app_config, tmp_path):
     started: list[CeleryWorker] = []
 
     def start(
-        concurrency: int = 1, *, wrapper: Sequence[str] = (), env: Mapping[str, str] | None = None
+        concurrency: int | None = 1,
+        *,
+        wrapper: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> CeleryWorker:
         need_broker()
         worker = CeleryWorker(

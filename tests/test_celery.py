@@ -193,6 +193,19 @@ def test_cancel_reaches_a_worker_through_the_row(web_without_kill, celery_worker
     assert count_tokenizers(web) == 0
 
 
+def test_a_worker_runs_as_many_jobs_at_once_as_its_setting_says(web, celery_workers, random_words):
+    corpus = corpus_of(web, random_words(60000))
+    ids = [submit(web, corpus.id, trainer="reference", vocab_size=20000) for _ in range(2)]
+    # One worker process, no `-c`: BPE_WORKER_CONCURRENCY says two at once.
+    worker = celery_workers(concurrency=None, env={"BPE_WORKER_CONCURRENCY": "2"})
+    assert ".> concurrency: 2 (thread)" in worker.log_path.read_text()
+    wait_for(lambda: all(job(web, one).merges_done > 0 for one in ids), timeout=60)
+    assert {job(web, one).worker_pid for one in ids} == {worker.process.pid}
+    for one in ids:
+        assert web.extensions["bpe_jobs"].request_cancel(one)
+    wait_for(lambda: all(job(web, one).status == "cancelled" for one in ids), timeout=30)
+
+
 def test_the_sweep_marks_jobs_without_a_heartbeat_interrupted(web, make_corpus):
     corpus = make_corpus()
     database = web.extensions["bpe_db"]
@@ -260,6 +273,7 @@ def test_three_web_processes_share_the_jobs_and_cancel_across_them(
         "WEB_CONCURRENCY": "3",
         "BPE_AUTO_MIGRATE": "0",
         "BPE_JOBS_PER_OWNER": "8",  # one owner submits the six jobs below
+        "SECRET_KEY": "shared by the three processes",
     }
     gunicorn = Path(sys.executable).parent / "gunicorn"
     server = subprocess.Popen(

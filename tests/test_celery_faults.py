@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 import bpe
 from tests.conftest import (
@@ -29,6 +29,7 @@ from tests.conftest import (
     ensure_owner,
     need_broker,
 )
+from tests.postgres_cluster import PostgresCluster, debian_bin
 from tests.relay import Forwarder, through
 from tests.waiting import free_port, wait_for
 from webapp import create_app, stop_runners
@@ -140,8 +141,13 @@ def log_lines(worker) -> list[dict]:
 
 
 def outcomes(worker) -> dict[int, str]:
-    """job id -> the outcome the worker logged for it."""
-    return {one["job_id"]: one["outcome"] for one in log_lines(worker) if "outcome" in one}
+    """job id -> the outcome the worker logged for it: how its run ended, or `skipped` when
+    the worker only dropped copies (a copy resent after the run must not hide how it ended)."""
+    found: dict[int, str] = {}
+    for one in log_lines(worker):
+        if "outcome" in one and (one["outcome"] != "skipped" or one["job_id"] not in found):
+            found[one["job_id"]] = one["outcome"]
+    return found
 
 
 def merges_of(app, job_id: int) -> list:
@@ -214,5 +220,86 @@ def test_a_worker_that_cannot_reach_the_database_keeps_the_job(
             worker.stop()
     finally:
         relay.close()
+        stop_runners(app)
+        app.extensions["bpe_db"].dispose()
+
+
+def test_a_job_longer_than_the_redelivery_timeout_runs_once(web, celery_workers, random_words):
+    """Redis hands an unacknowledged message to another worker after the visibility timeout
+    (BPE_JOBS_REDELIVER_AFTER, 2 s here): a job still running then, its heartbeat fresh, is
+    left to the worker running it, and the second worker drops its copy."""
+    redeliver = {"BPE_JOBS_REDELIVER_AFTER": "2"}
+    job_id = submit(web, random_words(20000, seed=31), trainer="reference", vocab_size=1500)
+    first = celery_workers(env=redeliver)
+    wait_for(lambda: job(web, job_id).merges_done > 0, timeout=60)
+    time.sleep(3)  # past the timeout: the message is "lost" to the broker
+    # A worker restores timed-out messages as it starts (kombu's Redis transport), and takes
+    # this one: the first is busy (prefetch 1).
+    second = celery_workers(env=redeliver)
+    wait_for(lambda: job_id in outcomes(second), timeout=60)
+    assert outcomes(second)[job_id] == "skipped"
+    assert job(web, job_id).status == "running"  # the copy came while the job ran
+    wait_for(lambda: job(web, job_id).finished, timeout=300)
+    done = job(web, job_id)
+    assert done.status == "succeeded", done.error
+    assert done.worker_pid == first.process.pid  # never taken over
+    assert wait_for(lambda: outcomes(first).get(job_id)) == "succeeded"
+    with web.extensions["bpe_db"].read_scope() as session:
+        assert session.execute(select(func.count()).select_from(Tokenizer)).scalar_one() == 1
+
+
+@pytest.fixture
+def own_postgres():
+    """A PostgreSQL server this test may restart (tests/postgres_cluster.py)."""
+    bin_dir = debian_bin()
+    if bin_dir is None:
+        pytest.skip("needs Debian's PostgreSQL (sh scripts/postgres-test-db.sh installs it)")
+    cluster = PostgresCluster(bin_dir)
+    yield cluster
+    cluster.remove()
+
+
+@pytest.mark.slow
+@pytest.mark.database("postgresql")  # a PostgreSQL fault: the runs on PostgreSQL include it
+def test_jobs_running_and_queued_when_postgresql_restarts_all_end(
+    own_postgres, app_config, celery_workers, random_words
+):
+    app_config.update(
+        WEB_SETTINGS,
+        DATABASE_URL=own_postgres.url,
+        CELERY_BROKER_URL=need_broker(),
+        JOBS_PER_OWNER=8,
+        JOBS_STALE_AFTER=15.0,  # a loaded machine's child may take seconds to start beating
+    )
+    app_config.setdefault("JOB_QUEUE", f"bpe-test-{os.urandom(6).hex()}")
+    app = create_app(app_config, run_jobs=True)
+    try:
+        texts = [random_words(20000, seed=seed) for seed in range(41, 47)]
+        workers = [celery_workers(), celery_workers()]
+        ids = [submit(app, text, trainer="reference", vocab_size=420) for text in texts]
+        # Some running, the rest waiting for a worker: the restart meets both.
+        wait_for(lambda: job(app, ids[0]).merges_done > 0, timeout=60)
+        client = app.test_client()
+        own_postgres.stop()  # a restart: every connection dropped, new ones refused
+        down = client.get("/readyz")
+        assert down.status_code == 503 and "database" in " ".join(down.get_json()["problems"])
+        time.sleep(5)
+        own_postgres.start()
+        back = time.monotonic()
+        wait_for(lambda: client.get("/readyz").status_code == 200, timeout=30)
+        # Every job final: running ones interrupted (or finished), queued ones resent and run.
+        wait_for(lambda: all(job(app, one).finished for one in ids), timeout=180)
+        print(f"every job final {time.monotonic() - back:.1f} s after PostgreSQL came back")
+        ended = {one: job(app, one).status for one in ids}
+        print("how they ended:", ended)
+        assert set(ended.values()) <= {"succeeded", "interrupted", "failed"}, ended
+        succeeded = [n for n, one in enumerate(ids) if ended[one] == "succeeded"]
+        assert len(succeeded) >= 4, ended  # at most the two running ones lost
+        for n in succeeded:
+            expected = bpe.train(texts[n], vocab_size=420, trainer="reference").merges
+            assert merges_of(app, ids[n]) == expected
+        for worker in workers:  # the workers outlived the restart
+            assert worker.process.poll() is None
+    finally:
         stop_runners(app)
         app.extensions["bpe_db"].dispose()

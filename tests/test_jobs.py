@@ -331,7 +331,8 @@ def test_admission_beyond_running_plus_queued_is_429(app_config, make_corpus):
             start_job(client, corpus.slug)
         response = client.post(f"/c/{corpus.slug}/train", data=TRAIN)
         assert response.status_code == 429
-        assert "queue is full" in response.get_data(as_text=True)
+        # What the rows say: nothing runs yet (manual execution), all three wait.
+        assert "queue is full (0 running, 3 waiting; at most 3" in response.get_data(as_text=True)
         assert count(app, TrainingJob) == 3
         app.extensions["bpe_jobs"].run_next()  # one finishes: room again
         start_job(client, corpus.slug)

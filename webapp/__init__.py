@@ -23,9 +23,13 @@ from webapp.storage.warming import WARMER
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
-def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = False) -> Flask:
+def create_app(
+    test_config: dict[str, Any] | None = None, *, run_jobs: bool = False, serves_pages: bool = True
+) -> Flask:
     """The app. `run_jobs=True` (only `webapp.wsgi`, the README's server) makes this process
-    run the jobs; `flask` commands, tests and extra processes never do unless they say so."""
+    run the jobs; `flask` commands, tests and extra processes never do unless they say so.
+    `serves_pages=False` (only the Celery worker, which signs no session or form) lets the
+    celery backend start without a shared SECRET_KEY."""
     app = Flask(
         __name__,
         instance_relative_config=True,
@@ -37,6 +41,8 @@ def create_app(test_config: dict[str, Any] | None = None, *, run_jobs: bool = Fa
     if test_config is not None:
         app.config.update(config.renamed(test_config))
     config.check(app.config)
+    if serves_pages and (problem := config.shared_secret_problem(app.config)):
+        raise ValueError(problem)
     os.makedirs(app.instance_path, exist_ok=True)
     if not app.config["SECRET_KEY"]:
         app.config["SECRET_KEY"] = security.load_or_make_secret_key(app.instance_path)
@@ -131,10 +137,13 @@ def warm_site_models(app: Flask) -> None:
 
 def check_database() -> None:
     """The start-up check of the database alone (a server's master process runs it before any
-    worker builds the app): SystemExit with one line naming a corrupt SQLite file. Then the
+    worker builds the app): SystemExit with one line naming a corrupt SQLite file, or saying
+    that the celery backend needs a shared SECRET_KEY. Then the
     schema upgrade (unless BPE_AUTO_MIGRATE is off), so that several workers starting at once
     find the schema at its head instead of all running the same migrations together."""
     settings = {**config.defaults(str(PROJECT_DIR / "instance")), **config.from_env(os.environ)}
+    if problem := config.shared_secret_problem(settings):
+        raise SystemExit(f"bpe-workbench: {problem}")
     db.check_sqlite_file(settings["DATABASE_URL"])
     if not settings["AUTO_MIGRATE"]:
         return

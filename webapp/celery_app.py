@@ -1,5 +1,5 @@
 """The Celery worker's entry point: `celery -A webapp.celery_app worker`
-(docs/several-machines.md). It reads the same environment as the web app (DATABASE_URL,
+(docs/operations.md). It reads the same environment as the web app (DATABASE_URL,
 CELERY_BROKER_URL, BPE_JOB_QUEUE, ...) and always uses the celery job backend."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from celery.signals import setup_logging, worker_ready
 
 from webapp import create_app, logs
 
-flask_app = create_app({"JOB_BACKEND": "celery"})
+# A worker signs no session or form, so it needs no SECRET_KEY (the web processes do).
+flask_app = create_app({"JOB_BACKEND": "celery"}, serves_pages=False)
 app = celery_app = flask_app.extensions["celery"]
 
 

@@ -26,7 +26,9 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         "SECRET_KEY",
         str,
         "Flask secret key; default a random one kept in instance/secret_key, so sessions and"
-        " CSRF tokens survive a restart.",
+        " CSRF tokens survive a restart. Required with `BPE_JOB_BACKEND=celery`: every web"
+        " process of the site must sign with the same one, or a form loaded from one is refused"
+        " (403) when posted to another.",
     ),
     "BPE_PUBLIC_URL": (
         "PUBLIC_URL",
@@ -105,6 +107,15 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         (
             "`embedded` (default: jobs run in the serving process) or `celery` (jobs run on"
             " Celery workers; needs `CELERY_BROKER_URL`)."
+        ),
+    ),
+    "BPE_WORKER_CONCURRENCY": (
+        "WORKER_CONCURRENCY",
+        int,
+        (
+            "Jobs one Celery worker process runs at once (default 1; `celery worker -c N`"
+            " overrides it). Under Celery this, times the workers, is how many jobs run:"
+            " `BPE_JOBS_RUNNING` then only adds to how many may be admitted."
         ),
     ),
     "CELERY_BROKER_URL": (
@@ -312,6 +323,7 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "JOBS_MAX_SECONDS": 3600.0,
         "JOB_BACKEND": "embedded",
         "CELERY_BROKER_URL": "",
+        "WORKER_CONCURRENCY": 1,
         "JOB_QUEUE": "bpe-jobs",
         "JOBS_STALE_AFTER": 30.0,
         # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
@@ -369,6 +381,23 @@ def renamed(settings: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
+SHARED_SECRET_MISSING = (
+    "BPE_JOB_BACKEND=celery serves the site from several processes or machines, which must"
+    " sign sessions and forms with one secret: set SECRET_KEY to the same value for every web"
+    " process, e.g. the output of `python3 -c 'import secrets; print(secrets.token_hex(32))'`"
+    ' (docs/operations.md, "One secret key").'
+)
+
+
+def shared_secret_problem(config: Mapping[str, Any]) -> str | None:
+    """Why these settings cannot serve pages on several machines, or None: under Celery each
+    process would otherwise make its own key (instance/secret_key is per machine), and a form
+    loaded from one would be refused (CSRF, 403) when posted to another."""
+    if config["JOB_BACKEND"] == "celery" and not config.get("SECRET_KEY"):
+        return SHARED_SECRET_MISSING
+    return None
+
+
 def check(config: Mapping[str, Any]) -> None:
     if config["JOBS_EXECUTION"] not in ("thread", "inline", "manual"):
         raise ValueError(
@@ -382,7 +411,7 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError(
             "BPE_JOB_BACKEND=celery needs CELERY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
         )
-    for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES"):
+    for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES", "WORKER_CONCURRENCY"):
         if config[key] < 1:
             raise ValueError(f"{key} must be at least 1")
     if config["JOBS_PER_OWNER"] < 1:

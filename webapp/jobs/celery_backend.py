@@ -74,7 +74,8 @@ def make_celery(app: Flask) -> Celery:
         # The task only supervises a child process (training holds the GIL for seconds), so
         # threads are enough, and a prefork pool's daemonic processes may not have children.
         worker_pool="threads",
-        worker_concurrency=1,
+        # BPE_WORKER_CONCURRENCY; the worker's own `-c N` wins over it.
+        worker_concurrency=app.config["WORKER_CONCURRENCY"],
         task_ignore_result=True,
         broker_connection_retry_on_startup=True,
         # An unacknowledged message comes back after this long (a worker that vanished).

@@ -423,18 +423,24 @@ class JobStore(JobRows):
                     f"{f' (this needs {wanted})' if wanted > 1 else ''}. Wait for one to finish,"
                     " or cancel one."
                 )
-        active = session.execute(
-            select(func.count())
-            .select_from(TrainingJob)
-            .where(TrainingJob.status.in_(ACTIVE_STATUSES))
-        ).scalar_one()
-        free = self.max_running + self.max_queued - active
+        counts = dict(
+            session.execute(
+                select(TrainingJob.status, func.count())
+                .where(TrainingJob.status.in_(ACTIVE_STATUSES))
+                .group_by(TrainingJob.status)
+            ).all()
+        )
+        running, waiting = counts.get(JobStatus.RUNNING, 0), counts.get(JobStatus.QUEUED, 0)
+        free = self.max_running + self.max_queued - running - waiting
         if free >= wanted:
             return
         if wanted == 1:
+            # What the rows say, not the limits: under Celery the workers decide how many run,
+            # so "1 running" could be false (docs/operations.md, "How many jobs run").
             raise JobQueueFull(
-                f"The training queue is full ({self.max_running} running,"
-                f" {self.max_queued} waiting). Try again when a job has finished, or cancel one."
+                f"The training queue is full ({running} running, {waiting} waiting; at most"
+                f" {self.max_running + self.max_queued} at once). Try again when a job has"
+                " finished, or cancel one."
             )
         raise JobQueueFull(
             f"The training queue has room for {max(free, 0)} more job{'s' if free != 1 else ''},"
