@@ -11,8 +11,8 @@ Three parts:
    language goes to the script most of its letters are written in (the first word of the
    letters' Unicode names: LATIN, CYRILLIC, CJK, HIRAGANA, ...); the group `WORLD` holds every
    language. For each group and byte-level mode, a vocabulary of `--vocab` (pairs seen at
-   least twice) is trained on the first half of each of its texts, and the second halves,
-   joined, are encoded cold.
+   least twice) is trained on the first half of each of its texts (at most `--train-chars`
+   of them, joined), and the second halves, joined, are encoded cold.
 2. `corpora`: each corpus of `corpora-data/` as benchmarks/encode_vs_peers.py does it (vocab
    10,000 trained on the first `--mb` MB, the next `--mb` MB encoded).
 3. `models`: the three tiktoken reference files and the HF `tokenizer.json` files of
@@ -196,6 +196,7 @@ def run_scripts(args: argparse.Namespace, clock) -> None:
     print_header("script")
     for name in names:
         train_text, text = groups[name]
+        train_text = train_text[: args.train_chars]  # WORLD and LATIN: training time bounded
         for mode in args.modes:
             print_row(name, mode, trained_case(train_text, text, mode, args, clock, 2))
 
@@ -301,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", nargs="+", default=CORPORA, choices=CORPORA)
     parser.add_argument("--models", nargs="+", default=RANK_FILES + HF_MODELS)
     parser.add_argument("--vocab", type=int, default=10_000)
+    parser.add_argument("--train-chars", type=int, default=1_000_000, help="scripts: at most")
     parser.add_argument("--mb", type=int, default=2, help="corpora: MB to train on and encode")
     parser.add_argument("--size", type=int, default=1_000_000, help="models: characters")
     parser.add_argument("--repeat", type=int, default=3)
