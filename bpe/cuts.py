@@ -157,8 +157,8 @@ class CutTable:
         character or a head), tested per character (`_PartialSides`), in C per text. The other
         cuts (0), the ends among them, are for `bpe.stitch`, which checks and repairs them.
 
-        >>> CutTable([b"ab", b"c"]).rough_pieces("abcab d", [6])
-        (['ab', 'c', 'ab', ' ', 'd'], b'\x01\x01\x01\x00')
+        >>> CutTable([b"ab", b"c"]).rough_pieces("abcab", [1])  # 1: inside "ab"
+        (['a', 'b', 'c', 'ab'], b'\\x00\\x01\\x01')
         """
         n = len(text)
         if n < 2:
