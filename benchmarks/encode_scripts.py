@@ -54,6 +54,7 @@ from encode_vs_peers import peers_installed, two_windows
 
 import bpe
 from bpe.modes.base import MULTIBYTE_SHARE
+from bpe.rules.merges import FAST_PATH_MIN_CHARS
 from bpe.tiktoken_path import needs_pure_path
 
 MODES = ["naive", "chunked"]
@@ -129,7 +130,8 @@ def default_takes_fast_path(tok: bpe.Tokenizer, text: str) -> bool:
     """Whether `tok.encode(text)` hands this text to tiktoken (bpe.rules.merges)."""
     multibyte = len(text.encode("utf-8")) > MULTIBYTE_SHARE * len(text)
     return (
-        tok.fast_path is not None
+        len(text) >= FAST_PATH_MIN_CHARS
+        and tok.fast_path is not None
         and tok.mode_object.fast_path_suits(multibyte)
         and not needs_pure_path(text)
     )
