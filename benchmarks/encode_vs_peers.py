@@ -109,6 +109,17 @@ def run_case(corpus: str, mode: str, args: argparse.Namespace, clock) -> dict[st
     return seconds
 
 
+def peers_installed() -> bool:
+    """Whether `tokenizers` and `tiktoken` import; if not, says so on stderr."""
+    try:
+        import tiktoken  # noqa: F401
+        import tokenizers  # noqa: F401
+    except ImportError as exc:
+        print(f"skipped: needs tokenizers and tiktoken ({exc})", file=sys.stderr)
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpora", nargs="+", default=CORPORA, choices=CORPORA)
@@ -122,11 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"skipped: corpora {', '.join(missing)} not in {corpora_dir()}", file=sys.stderr)
         return 0
-    try:
-        import tiktoken  # noqa: F401
-        import tokenizers  # noqa: F401
-    except ImportError as exc:
-        print(f"skipped: needs tokenizers and tiktoken ({exc})", file=sys.stderr)
+    if not peers_installed():
         return 0
     clock = time.perf_counter if args.wall else time.process_time
     print(

@@ -18,6 +18,15 @@ graph has no cycle, tests/test_layout_bpe.py):
 - `training` (`train`), `formats` (the JSON file), `evaluate`, `languages` (a parallel text
   counted per language, docs/languages.md), `token_info`, the imports and exports, and `cli`
   on top.
+
+Encoding has two engines with the same ids: `engine="pure"` (this package's Python encoder) and
+the default, which hands a text to tiktoken (`tiktoken_path`) where that is proven to give our
+ids. The fast path does not apply, and the pure encoder runs, for: texts under 2,000 characters;
+mostly multi-byte naive text (Chinese, Japanese, Cyrillic...: one long piece to tiktoken, whose
+loop is quadratic in a piece's length); custom split patterns and characters tiktoken's regex
+engine may classify otherwise (the pieces could differ); merge lists where tiktoken's rule could
+give other ids (hand-made ones only); words mode; and imported tokenisers, which keep their
+file's rule (docs/algorithms.md, "Fast encoding paths").
 """
 
 from bpe.formats import TokenizerFileError, from_dict, load, save, to_dict

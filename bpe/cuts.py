@@ -96,6 +96,7 @@ class CutTable:
                 self._by_first.setdefault(whole[0], []).append((tail_test, whole, head_range))
             elif tail_test is not None and head_range is not None:
                 self._tail_and_head.append((tail_test, head_range))
+        self._sides = _PartialSides(shapes)
         firsts = "".join(map(re.escape, sorted(self._by_first)))
         self._first_class = re.compile(f"[{firsts}]") if firsts else None
         spans = "".join(f"\\U{low:08x}-\\U{high:08x}" for _, (low, high) in self._tail_and_head)
@@ -117,19 +118,10 @@ class CutTable:
         forbidden = sorted(set(self._inside_partial_tokens(text)))
         if n < 2:
             return [text], set()
-        # The pairs of neighbouring characters as native 8-byte integers, read from the text in
-        # UTF-32 (a string per pair would cost far more: Chinese characters are no cached
-        # objects), and looked up in C: cut[i] says whether the text is cut after character i.
-        chars = memoryview(text.encode(_UTF32)).cast("I")
-        pairs = bytearray(8 * (n - 1))
-        view = memoryview(pairs).cast("I")
-        view[0::2], view[1::2] = chars[:-1], chars[1:]
-        cut = bytearray(map(self._no_cut.get, memoryview(pairs).cast("Q"), itertools.repeat(1)))
-        cut.append(0)
+        chars, cut = self._pair_cuts(text)
         # Chunk ends are cut even inside a partial token: no merge crosses them.
         for boundaries, value in ((forbidden, 0), (chunk_ends, 1)):
-            at = map(operator.sub, boundaries, itertools.repeat(1))
-            collections.deque(map(cut.__setitem__, at, itertools.repeat(value)), maxlen=0)
+            _set_flags(cut, boundaries, value)
         cut[-1] = 0
         pieces = _split_after(text, chars, cut)
         # The piece holding boundary b comes after the cuts before b, counted in C.
@@ -141,6 +133,58 @@ class CutTable:
                 counted = boundary - 1
                 partial.add(pieces[index])
         return pieces, partial
+
+    def search_work(self, text: str) -> int:
+        """How many `str.find` steps `pieces` takes on this text to find the partial tokens:
+        each occurrence of a character times the partial tokens that start with it. Chinese
+        takes ~0.03 per character; Japanese, Hangul or Devanagari text with a vocabulary of its
+        own 1-40, where `rough_pieces` and stitching cost less (benchmarks/encode_scripts.py)."""
+        if self._first_class is None:
+            return 0
+        counts = collections.Counter(self._first_class.findall(text))
+        by_first = self._by_first
+        return sum(len(by_first[char]) * count for char, count in counts.items())
+
+    def rough_pieces(self, text: str, ends: Iterable[int] = ()) -> tuple[list[str], bytes]:
+        """Text cut at `ends` (character offsets) and at every character boundary no token of
+        whole characters sits across, and for each cut between two pieces whether it is exact.
+
+        Partial tokens are not searched for (`pieces` pays a Python loop per occurrence of
+        their characters, most of Japanese or Devanagari text). A cut is flagged exact (1)
+        when no token of whole characters holds the two characters and no partial token can
+        sit across it either: the character before can be the left side of one of their inner
+        boundaries (a whole character or a tail) and the one after the right side (a whole
+        character or a head), tested per character (`_PartialSides`), in C per text. The other
+        cuts (0), the ends among them, are for `bpe.stitch`, which checks and repairs them.
+
+        >>> CutTable([b"ab", b"c"]).rough_pieces("abcab", [1])  # 1: inside "ab"
+        (['a', 'b', 'c', 'ab'], b'\\x00\\x01\\x01')
+        """
+        n = len(text)
+        if n < 2:
+            return ([text] if text else []), b""
+        chars, cut = self._pair_cuts(text)
+        cut[-1] = 0
+        suspect = _and(text.translate(self._sides.left), text.translate(self._sides.right)[1:])
+        exact = _and(cut, suspect.translate(_NOT))
+        _set_flags(cut, ends, 1)
+        cut[-1] = 0
+        return _split_after(text, chars, cut), bytes(itertools.compress(exact, cut))
+
+    def _pair_cuts(self, text: str) -> tuple[memoryview, bytearray]:
+        """The text's code points, and cut[i] = 1 where no token of whole characters holds
+        characters i and i + 1 (a last 0 added for the end)."""
+        # The pairs of neighbouring characters as native 8-byte integers, read from the text in
+        # UTF-32 (a string per pair would cost far more: Chinese characters are no cached
+        # objects), and looked up in C: cut[i] says whether the text is cut after character i.
+        n = len(text)
+        chars = memoryview(text.encode(_UTF32)).cast("I")
+        pairs = bytearray(8 * (n - 1))
+        view = memoryview(pairs).cast("I")
+        view[0::2], view[1::2] = chars[:-1], chars[1:]
+        cut = bytearray(map(self._no_cut.get, memoryview(pairs).cast("Q"), itertools.repeat(1)))
+        cut.append(0)
+        return chars, cut
 
     def _inside_partial_tokens(self, text: str) -> list[int]:
         """Character boundaries inside an occurrence of a partial token: the occurrences of its
@@ -168,6 +212,71 @@ class CutTable:
                     if low <= after <= high and _fits(before, tail):
                         forbidden.append(at)
         return forbidden
+
+
+_NOT = bytes([1, 0]) + bytes(254)  # bytes.translate: flag 0 <-> 1
+
+
+def _and(first: str | bytes | bytearray, second: str | bytes) -> bytes:
+    """Byte-wise AND of two runs of 0/1 flags (strings of chr(0) and chr(1), or bytes), as
+    long as the shorter: one big-integer AND, in C."""
+    n = min(len(first), len(second))
+    a = first[:n].encode("latin-1") if isinstance(first, str) else bytes(first[:n])
+    b = second[:n].encode("latin-1") if isinstance(second, str) else bytes(second[:n])
+    return (int.from_bytes(a, "little") & int.from_bytes(b, "little")).to_bytes(n, "little")
+
+
+class _SideTable(dict[int, str]):
+    """`str.translate` table: code point -> chr(1) if the character can stand on this side of
+    a partial token's inner boundary, else chr(0); each character judged on first sight."""
+
+    def __init__(self, chars: set[str], tails: set[tuple[int, int]], heads: set[bytes]) -> None:
+        super().__init__()
+        self.chars = chars
+        self.tails = tails  # (k, low 6k bits) of the last k bytes of a character, k >= 1
+        self.heads = heads  # the first bytes of a character
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        data = char.encode("utf-8", "surrogatepass")
+        side = char in self.chars
+        side = side or any((k, code & (1 << 6 * k) - 1) in self.tails for k in range(1, len(data)))
+        side = side or any(data[:k] in self.heads for k in range(1, len(data)))
+        flag = self[code] = chr(side)
+        return flag
+
+
+class _PartialSides:
+    """For the partial tokens (tail, whole characters, head), which characters can stand left
+    and right of one of their inner character boundaries."""
+
+    def __init__(self, shapes: set[tuple[bytes, str, bytes]]) -> None:
+        left: set[str] = set()
+        right: set[str] = set()
+        tails: set[tuple[int, int]] = set()
+        heads: set[bytes] = set()
+        for tail, whole, head in shapes:
+            left.update(whole[:-1] if not head else whole)
+            right.update(whole[1:] if not tail else whole)
+            if tail:
+                tails.add((len(tail), _tail_bits(tail)))
+            if head:
+                heads.add(head)
+        self.left = _SideTable(left, tails, set())
+        self.right = _SideTable(right, set(), heads)
+
+
+def _tail_bits(tail: bytes) -> int:
+    value = 0
+    for byte in tail:
+        value = value << 6 | byte & 0x3F
+    return value
+
+
+def _set_flags(cut: bytearray, boundaries: Iterable[int], value: int) -> None:
+    """cut[b - 1] = value for each character boundary b, in C."""
+    at = map(operator.sub, boundaries, itertools.repeat(1))
+    collections.deque(map(cut.__setitem__, at, itertools.repeat(value)), maxlen=0)
 
 
 def _fits(code: int, tail: Tail) -> bool:

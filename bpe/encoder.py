@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -25,6 +26,8 @@ _T = TypeVar("_T")
 # distinct naive pieces of 2 MB of code, passes take 29 us against the heap's 35 us at 24-31
 # bytes, and are slower from ~40 bytes on.
 _HEAP_THRESHOLD = 32
+# Pieces shorter than this many bytes are encoded whole, by the rescanning loop, never cut.
+SHORT_PIECE_BYTES = _HEAP_THRESHOLD
 _NO_RANK = 1 << 62  # ranks.get's default while rescanning: later than any learned pair
 
 
@@ -115,18 +118,29 @@ def encode_pieces(
     encode_other: Callable[[str], list[int]],
 ) -> dict[str, list[int]]:
     """Each of `new`'s pieces and its ids: those that are one token (`whole`, see
-    `bpe.stitch.whole_tokens`) by one lookup, short ASCII ones by the rescanning loop over their
-    bytes, the others by `encode_other`. The lookups, the sorting and the calls run in C, one
+    `bpe.stitch.whole_tokens`) by one lookup, those under 32 bytes by the rescanning loop over
+    their bytes, the others by `encode_other`. The lookups, the sorting and the calls run in C, one
     Python frame per short piece (most of English's and code's 15-25k new pieces per 2 MB)."""
     table = {piece: [whole[piece]] for piece in whole.keys() & new}
     rest = new.difference(table) if table else new
-    short = [piece for piece in rest if len(piece) < _HEAP_THRESHOLD and piece.isascii()]
-    byte_lists = map(list, map(str.encode, short))
+    # Short in bytes, whatever the script: a word of accented Latin, Cyrillic or Devanagari is
+    # as cheap to rescan whole as an English one, and cutting it first only adds the cut's cost.
+    candidates = [piece for piece in rest if len(piece) < _HEAP_THRESHOLD]
+    encoded = zip(candidates, map(str.encode, candidates), strict=True)
+    short = [(piece, data) for piece, data in encoded if len(data) < _HEAP_THRESHOLD]
     table.update(
-        zip(short, map(_encode_by_passes, byte_lists, itertools.repeat(ranks)), strict=True)
+        zip(
+            map(operator.itemgetter(0), short),
+            map(
+                _encode_by_passes,
+                map(list, map(operator.itemgetter(1), short)),
+                itertools.repeat(ranks),
+            ),
+            strict=True,
+        )
     )
     if len(short) < len(rest):
-        others = rest.difference(short)
+        others = rest.difference(table)
         table.update(zip(others, map(encode_other, others), strict=True))
     return table
 

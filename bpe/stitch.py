@@ -43,6 +43,7 @@ _INFINITE = 1 << 62
 _PIECE = re.compile(r"\w+\s*|[^\w\s]+\s*|\s+")
 # Memos are cleared when they grow past this many entries, so memory stays bounded.
 _MEMO_LIMIT = 500_000
+_NOT = bytes([1, 0]) + bytes(254)  # bytes.translate: flag 0 <-> 1
 
 
 def crosses_before(
@@ -103,6 +104,11 @@ def whole_tokens(ranks: dict[tuple[int, int], int], vocab: dict[int, bytes]) -> 
     return found
 
 
+def word_ends(text: str) -> list[int]:
+    """The character offsets where the words of `Stitcher.encode` end."""
+    return list(itertools.accumulate(map(len, _PIECE.findall(text))))
+
+
 class Stitcher:
     """Encodes naive byte-level text by cached pieces joined at checked junctions."""
 
@@ -144,7 +150,14 @@ class Stitcher:
         return ok
 
     def encode(self, text: str) -> list[int]:
-        pieces = _PIECE.findall(text)
+        """The ids of naive text, cut into words (with the spaces after them) and stitched."""
+        return self.stitch(text, _PIECE.findall(text))
+
+    def stitch(self, text: str, pieces: list[str], exact: bytes | None = None) -> list[int]:
+        """The ids of naive text from any pieces covering it in order (any cut is exact once
+        its junction is checked, the module docstring says why). `exact[j]` = 1: the cut after
+        piece j is known to be crossed by no merge (`bpe.cuts.CutTable.rough_pieces`), so its
+        junction is not checked."""
         if not pieces:
             return []
         encodings = self._encode_pieces(pieces)
@@ -157,20 +170,24 @@ class Stitcher:
             map(operator.or_, map(operator.lshift, lasts, itertools.repeat(shift)), firsts)
         )
         valid = self.valid
-        unknown = set(
-            itertools.compress(junctions, map(operator.not_, map(valid.__contains__, junctions)))
-        )
+        # 1 where the junction needs a look: not known exact.
+        check = bytes(exact).translate(_NOT) if exact is not None else None
+        to_check = itertools.compress(junctions, check) if check is not None else junctions
+        candidates = set(to_check)
+        unknown = candidates.difference(valid)
         if len(valid) + len(unknown) > _MEMO_LIMIT:
             valid.clear()
-            unknown = set(junctions)
+            unknown = candidates
         ranks, parts = self.ranks, self.parts
         mask = (1 << shift) - 1
         for key in unknown:
             valid[key] = not crosses_before(key >> shift, key & mask, _INFINITE, ranks, parts)
         # .get: a pair forgotten since (another thread started `valid` over) counts as failing,
         # and the loop below checks it again.
-        known = list(map(valid.get, junctions))
-        failing = itertools.compress(itertools.count(1), map(operator.not_, known))
+        fails = map(operator.not_, map(valid.get, junctions))
+        if check is not None:
+            fails = map(operator.and_, check, fails)
+        failing = itertools.compress(itertools.count(1), list(fails))
         compatible = self.compatible
         out = list(encodings[0])
         done = 1  # pieces[:done] are in out

@@ -57,3 +57,41 @@ def normalise_words(text: str) -> str:
 
 def is_known(text: str) -> bool:
     return all(unicodedata.category(c) not in ("Cn", "Cs") for c in text)
+
+
+# Words in many scripts, for the encoders' script-specific branches (bpe.modes.byte_symbols):
+# two-byte scripts with spaces (Cyrillic, Greek, Arabic, Hebrew, Armenian), three-byte ones with
+# spaces (Devanagari, Tamil, Georgian, Ethiopic, Hangul) and without (Chinese, Japanese kana,
+# Thai, Khmer, Myanmar), four-byte ones (Adlam, emoji), and accented Latin.
+SCRIPT_WORDS = {
+    "latin": ["derechos", "Menschenwürde", "égalité", "façon", "Dirêtu", "ŋgɔ"],
+    "cyrillic": ["права", "человека", "свобода", "Всеобщая", "декларация"],
+    "greek": ["δικαιώματα", "ἀνθρώπου", "ελευθερία"],
+    "arabic": ["حقوق", "الإنسان", "الحرية", "لكل"],
+    "hebrew": ["זכויות", "האדם", "חירות"],
+    "armenian": ["իրավունք", "մարդու"],
+    "devanagari": ["मानव", "अधिकार", "स्वतंत्रता", "सार्वभौम"],
+    "tamil": ["மனித", "உரிமைகள்"],
+    "georgian": ["ადამიანის", "უფლებათა"],
+    "ethiopic": ["የሰው", "ልጅ", "መብቶች"],
+    "hangul": ["세계", "인권", "선언", "모든"],
+    "chinese": ["世界人权宣言", "人人生而自由", "在尊严和权利上一律平等"],
+    "japanese": ["すべての人間は", "生まれながらにして自由であり", "カタカナ"],
+    "thai": ["ปฏิญญาสากลว่าด้วยสิทธิมนุษยชน", "มนุษย์"],
+    "khmer": ["សេចក្តីប្រកាស", "សិទ្ធិមនុស្ស"],
+    "myanmar": ["လူ့အခွင့်အရေး", "ကမ္ဘာ"],
+    "adlam": ["𞤀𞤣𞤤𞤢𞤥", "𞤆𞤵𞤤𞤢𞥄𞤪"],
+    "emoji": ["😀", "👍🏽", "🇫🇷"],
+}
+SEPARATORS = st.sampled_from(["", " ", "  ", "\n", ", ", "。", "、", "।", "؟ ", "-"])
+WORLD_WORDS = st.sampled_from([word for words in SCRIPT_WORDS.values() for word in words])
+# Texts of words from one script or many, joined by spaces, by nothing, or by punctuation.
+WORLD_TEXTS = st.lists(st.tuples(WORLD_WORDS, SEPARATORS), max_size=30).map(
+    lambda parts: "".join(word + sep for word, sep in parts)
+)
+# One script per text, repeated words: what a vocabulary trained on that script learns from.
+SCRIPT_TEXTS = st.sampled_from(sorted(SCRIPT_WORDS)).flatmap(
+    lambda script: st.lists(
+        st.tuples(st.sampled_from(SCRIPT_WORDS[script]), SEPARATORS), min_size=1, max_size=40
+    ).map(lambda parts: "".join(word + sep for word, sep in parts))
+)

@@ -13,12 +13,20 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from bpe.encoder import encode_ids, encode_joined, encode_pieces
+from bpe.encoder import SHORT_PIECE_BYTES, encode_ids, encode_joined, encode_pieces
 from bpe.modes.base import CHUNK_CACHE_LIMIT, PieceEncoder, TrainingInput, TrainingMode
+from bpe.stitch import word_ends
 
 if TYPE_CHECKING:
     from bpe.model import Tokenizer
     from bpe.training import Splitter
+
+# Above this many `str.find` steps per character (`bpe.cuts.CutTable.search_work`), looking
+# for partial tokens costs more than stitching rough pieces: about one Python step per
+# character is where the search's loop outgrows the stitcher's per-text work. Measured on the
+# UDHR's scripts (benchmarks/encode_scripts.py): Chinese 0.03-1, Cyrillic, Japanese, Hangul,
+# Devanagari, Thai 3-40 with vocabularies of their own.
+SEARCH_STEPS_PER_CHAR = 1.0
 
 
 class ByteLevelMode(TrainingMode):
@@ -90,10 +98,12 @@ def encode_new_chunk(tok: Tokenizer, chunk: str) -> list[int]:
     token = tok._whole_tokens.get(chunk)
     if token is not None:
         return [token]
-    # ASCII chunks are short and rarely cut: encoding them whole is cheaper.
-    if chunk.isascii():
-        return encode_ids(list(chunk.encode("ascii")), tok.ranks)
-    return encode_in_pieces(tok, chunk)
+    # Short chunks (words, in most scripts) and ASCII ones are rarely cut: encoding them whole
+    # is cheaper.
+    data = chunk.encode("utf-8")
+    if len(data) < SHORT_PIECE_BYTES or chunk.isascii():
+        return encode_ids(list(data), tok.ranks)
+    return encode_multibyte(tok, chunk)
 
 
 def encode_new_chunks(tok: Tokenizer, new: set[str]) -> dict[str, list[int]]:
@@ -101,6 +111,23 @@ def encode_new_chunks(tok: Tokenizer, new: set[str]) -> dict[str, list[int]]:
     return encode_pieces(
         new, tok.ranks, tok._whole_tokens, functools.partial(encode_new_chunk, tok)
     )
+
+
+def cheap_search(tok: Tokenizer, text: str) -> bool:
+    """Whether finding the partial tokens in text (`bpe.cuts.CutTable.pieces`) costs less
+    than stitching its rough pieces (`encode_multibyte`)."""
+    return tok._cuts.search_work(text) <= SEARCH_STEPS_PER_CHAR * len(text)
+
+
+def encode_multibyte(tok: Tokenizer, text: str) -> list[int]:
+    """Byte-level encoding of one naive text or one chunk, mostly multi-byte: cut exactly
+    (`encode_in_pieces`) where partial tokens are few (Chinese, say), else cut at words and
+    where no token of whole characters sits across, and stitched (`bpe.stitch`), which checks
+    the cuts a partial token may cross (Japanese, Hangul, Devanagari, Cyrillic...)."""
+    if cheap_search(tok, text):
+        return encode_in_pieces(tok, text)
+    pieces, exact = tok._cuts.rough_pieces(text, word_ends(text))
+    return tok._stitcher.stitch(text, pieces, exact)
 
 
 def encode_in_pieces(tok: Tokenizer, text: str, chunk_ends: Sequence[int] = ()) -> list[int]:

@@ -12,7 +12,12 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from bpe.modes.base import MULTIBYTE_SHARE, TrainingInput
-from bpe.modes.byte_symbols import ByteLevelMode, encode_chunks_joined, encode_in_pieces
+from bpe.modes.byte_symbols import (
+    ByteLevelMode,
+    cheap_search,
+    encode_chunks_joined,
+    encode_in_pieces,
+)
 from bpe.patterns import finditer_bounded, split_chunks
 
 if TYPE_CHECKING:
@@ -49,9 +54,11 @@ class ChunkedMode(ByteLevelMode):
 
     def encode_ordinary(self, tok: Tokenizer, text: str) -> list[int]:
         chunks = split_chunks(text, tok.pattern or "")
-        if len(text.encode("utf-8")) > MULTIBYTE_SHARE * len(text) and len(chunks) > 1:
-            # Mostly multi-byte text (Chinese, say): chunks are long and rarely repeat, so
-            # cut the whole text once, at chunk ends and where no token can sit across.
+        multibyte = len(text.encode("utf-8")) > MULTIBYTE_SHARE * len(text)
+        if multibyte and len(chunks) > 1 and cheap_search(tok, text):
+            # Mostly multi-byte text with few partial tokens (Chinese, say): chunks are long
+            # and rarely repeat, so cut the whole text once, at chunk ends and where no token
+            # can sit across. Elsewhere each chunk is cut on its own (`encode_multibyte`).
             ends = list(itertools.accumulate(map(len, chunks)))
             if ends[-1] == len(text):
                 return encode_in_pieces(tok, text, ends)

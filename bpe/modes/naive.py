@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from bpe.modes.base import MULTIBYTE_SHARE, PieceEncoder, TrainingInput, encode_as_text
-from bpe.modes.byte_symbols import ByteLevelMode, encode_in_pieces
+from bpe.modes.byte_symbols import ByteLevelMode, encode_multibyte
 from bpe.patterns import NAIVE_PATTERN
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class NaiveMode(ByteLevelMode):
 
     def encode_ordinary(self, tok: Tokenizer, text: str) -> list[int]:
         if len(text.encode("utf-8")) > MULTIBYTE_SHARE * len(text):
-            return encode_in_pieces(tok, text)  # Chinese, say: few spaces, many safe cuts
+            return encode_multibyte(tok, text)  # cut where no token can sit across
         return tok._stitcher.encode(text)
 
     def piece_encoder(self) -> PieceEncoder:
