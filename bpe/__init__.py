@@ -29,7 +29,7 @@ from bpe.patterns import (
     resolve_pattern,
     split_chunks,
 )
-from bpe.training import DEFAULT_TRAINER, TRAINERS, train
+from bpe.training import DEFAULT_TRAINER, TRAINERS, train, train_files
 from bpe.training_types import MergeRecord, Progress, TrainingCancelled
 
 __all__ = [
@@ -56,4 +56,5 @@ __all__ = [
     "split_chunks",
     "to_dict",
     "train",
+    "train_files",
 ]

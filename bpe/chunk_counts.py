@@ -55,7 +55,7 @@ PARALLEL_MIN_CHARS = 10_000_000
 # up to this many characters.
 _BLOCK_CHARS = 1 << 19
 _FEED_CHARS = 1 << 20  # the helper's half is encoded and written this much at a time
-_SAFE_CUT = regex.compile(r"\n(?=\S)|(?<=\p{L})(?= )")
+GPT4_SAFE_CUT = regex.compile(r"\n(?=\S)|(?<=\p{L})(?= )")
 # While waiting for the helper's answer, the stop check is asked this often (seconds).
 _WAIT_STEP = 0.02
 # The helper answers in pickled dicts of at most this many chunks, so that loading and adding
@@ -98,7 +98,7 @@ def _check(should_stop: StopFn | None) -> None:
 
 def _safe_cut(text: str, near: int) -> int | None:
     """The first safe cut at or after near, or None."""
-    found = _SAFE_CUT.search(text, near)
+    found = GPT4_SAFE_CUT.search(text, near)
     return None if found is None else found.end()
 
 
