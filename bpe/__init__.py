@@ -7,15 +7,16 @@ graph has no cycle, tests/test_layout_bpe.py):
 - algorithms on plain ids and bytes: `patterns` (split regexes), `reference` (the literal
   trainer and encoder, the oracles), `encoder`, `cuts`, `stitch` (fast encoding by our rule),
   `rank_rule` and `hf_rule` (the imported files' rules), `efficient` (the incremental trainer),
-  `pretokenize`, `byte_level`, `training_types`, `pacing`, `chunk_counts`, and `hf` (HF
+  `pretokenize`, `byte_level`, `training_types`, `pacing`, `chunk_counts`, `shards` (counting
+  in shards by a process pool), and `hf` (HF
   `tokenizers`' pipeline components, one module per family, for HF imports);
 - `batch`, `stepwise`, `tiktoken_path`: views and paths that take a tokeniser as an argument
   (they name `Tokenizer` in annotations only);
 - `modes`: naive, chunked, words, each one module registered in `bpe.modes`; `rules`: merges,
   tiktoken, hf, hf_pipeline, registered in `bpe.rules` (likewise stateless, handed the tokeniser);
 - `model`: the `Tokenizer`, which holds the state and asks its mode and rule;
-- `training` (`train`), `formats` (the JSON file), `evaluate`, `token_info`, the imports and
-  exports, and `cli` on top.
+- `training` (`train`, `train_files`), `formats` (the JSON file), `evaluate`, `token_info`,
+  the imports and exports, and `cli` on top.
 """
 
 from bpe.formats import TokenizerFileError, from_dict, load, save, to_dict

@@ -74,7 +74,9 @@ def test_a_pool_of_two_counts_the_same_as_one_process(rule):
     assert list(count_shards(pieces, rule, jobs=2).items()) == unsharded(text, rule)
 
 
-@pytest.mark.parametrize("mode, pattern", [("chunked", "gpt4"), ("chunked", "gpt2"), ("words", "")])
+@pytest.mark.parametrize(
+    ("mode", "pattern"), [("chunked", "gpt4"), ("chunked", "gpt2"), ("words", "")]
+)
 def test_sharded_training_learns_the_same_merges(monkeypatch, mode, pattern):
     monkeypatch.setattr(shards, "SHARD_CHARS", 1_000)
     text = "".join(corpus_slice(p)[:15_000] for p in CORPORA)
