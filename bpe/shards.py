@@ -78,7 +78,12 @@ def rule_for(mode: str, pattern: str | None) -> ShardRule:
         return ShardRule("words")
     if mode == "chunked":
         return ShardRule("chunked", pattern)
-    raise ValueError(f"{mode} mode trains on the whole text as one sequence: it cannot be sharded")
+    if mode == "naive":
+        raise ValueError(
+            "naive mode trains on the whole text as one sequence, so it cannot be streamed"
+            " or sharded: read the text and call train(), or train in chunked or words mode"
+        )
+    raise ValueError(f"{mode} mode cannot be counted in shards: only chunked and words mode can")
 
 
 def cut_text(text: str, rule: ShardRule, *, shard_chars: int | None = None) -> list[str]:

@@ -23,7 +23,14 @@ from bpe.modes import TrainingMode, get_mode
 from bpe.pacing import Clock, collector_paused, release, slices
 from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
-from bpe.shards import ShardProgressFn, ShardRule, count_shards, cut_text, stream_shards
+from bpe.shards import (
+    ShardProgressFn,
+    ShardRule,
+    count_shards,
+    cut_text,
+    rule_for,
+    stream_shards,
+)
 from bpe.training_types import MergeRecord, ProgressFn, StopFn, TrainingCancelled
 
 TRAINERS = ("reference", "efficient")
@@ -94,11 +101,7 @@ def train_files(
     corpus, and the merges are those of `train` on the joined text. Chunked and words mode
     only: naive mode trains on one sequence of the whole text (use `train`). shard_progress
     gets (shards counted, total), total None until the last shard is counted."""
-    if mode not in ("chunked", "words"):
-        raise ValueError(
-            f"{mode} mode trains on the whole text as one sequence, so it cannot be streamed"
-            " or sharded: read the text and call train(), or train in chunked or words mode"
-        )
+    rule_for(mode, None)  # refuses naive mode (and modes of its own), saying why
     return _train(
         "",
         lambda clock: _StreamSplitter(clock, paths, jobs=jobs, shard_progress=shard_progress),
