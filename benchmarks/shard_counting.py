@@ -52,9 +52,19 @@ def _child(run: str, mode: str, path: str) -> None:
         counts = count_shards(stream_shards([path], rule), rule, jobs=jobs)
         digest = _digest(counts)
     seconds = time.perf_counter() - started
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "rss_mb": own, "child_rss_mb": children, "d": digest}))
+    me, them = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "rss_mb": me.ru_maxrss / 1024,
+                "child_rss_mb": them.ru_maxrss / 1024,
+                # CPU seconds of every process: over the wall time, how many cores it was given
+                "cpu": me.ru_utime + me.ru_stime + them.ru_utime + them.ru_stime,
+                "d": digest,
+            }
+        )
+    )
 
 
 def _digest(counts: dict[str, int]) -> str:
@@ -89,8 +99,9 @@ def main() -> None:
         results[run] = json.loads(out)
         r = results[run]
         print(
-            f"{run:8} {r['seconds']:7.2f} s  peak RSS {r['rss_mb']:6.0f} MB (this process),"
-            f" {r['child_rss_mb']:6.0f} MB (largest child)  counts {r['d']}"
+            f"{run:8} {r['seconds']:6.2f} s  CPU {r['cpu']:6.2f} s ({r['cpu'] / r['seconds']:.2f}"
+            f" cores)  peak RSS {r['rss_mb']:4.0f} MB (this process),"
+            f" {r['child_rss_mb']:4.0f} MB (largest child)  counts {r['d']}"
         )
     one = results.get("jobs=1")
     for run, r in results.items():
