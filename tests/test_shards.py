@@ -148,3 +148,15 @@ def test_cli_refuses_jobs_for_naive_mode(tmp_path, capsys):
     args = ["train", str(tmp_path / "a.txt"), "--vocab-size", "300", "--mode", "naive"]
     assert cli.main([*args, "--jobs", "2", "-o", str(tmp_path / "o.json")]) != 0
     assert "naive mode trains on the whole text as one sequence" in capsys.readouterr().err
+
+
+def test_cli_jobs_2_names_a_bad_byte_where_jobs_1_does(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(shards, "READ_BYTES", 4)  # the first block ends inside the é
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("abcé".encode() + b"\xff tail")
+    errors = []
+    for jobs in ("1", "2"):
+        args = ["train", str(bad), "--vocab-size", "300", "--jobs", jobs]
+        assert cli.main([*args, "-o", str(tmp_path / "o.json")]) != 0
+        errors.append(capsys.readouterr().err)
+    assert errors[1] == errors[0] == f"bpe: {bad} is not UTF-8 (first bad byte at offset 5)\n"
