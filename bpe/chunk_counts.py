@@ -205,7 +205,7 @@ class _Helper:
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a killed web worker must not
     leave its helper counting), and exit if the parent is already gone. Elsewhere the helper
     ends once the closed pipes tell it."""
@@ -218,7 +218,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def _helper_main() -> None:
     if len(sys.argv) > 1:
-        _die_with_parent(int(sys.argv[1]))
+        die_with_parent(int(sys.argv[1]))
     text = sys.stdin.buffer.read().decode("utf-8")
     counts = list(_count_in_blocks(text).items())
     for start in range(0, len(counts), _PIECE_CHUNKS):

@@ -25,7 +25,7 @@ from typing import Any
 
 import regex
 
-from bpe.chunk_counts import GPT4_SAFE_CUT, count_chunks
+from bpe.chunk_counts import GPT4_SAFE_CUT, count_chunks, die_with_parent
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN
 from bpe.training_types import StopFn, TrainingCancelled
 
@@ -206,7 +206,9 @@ def _count_in_pool(
     add: Callable[[dict[str, int]], None],
     should_stop: StopFn | None,
 ) -> None:
-    pool = multiprocessing.get_context(_START_METHOD).Pool(workers)
+    # The workers die with this process, however it ends (a killed job must not leave them).
+    context = multiprocessing.get_context(_START_METHOD)
+    pool = context.Pool(workers, initializer=die_with_parent, initargs=(os.getpid(),))
     try:
         pending: deque[Any] = deque()
         for shard in shards:

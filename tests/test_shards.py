@@ -4,6 +4,10 @@ same first-seen order, so sharded training learns the same merges, in-process an
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -160,3 +164,42 @@ def test_cli_jobs_2_names_a_bad_byte_where_jobs_1_does(monkeypatch, tmp_path, ca
         assert cli.main([*args, "-o", str(tmp_path / "o.json")]) != 0
         errors.append(capsys.readouterr().err)
     assert errors[1] == errors[0] == f"bpe: {bad} is not UTF-8 (first bad byte at offset 5)\n"
+
+
+COUNT_FOREVER = """
+import itertools, sys
+from bpe.shards import ShardRule, count_shards
+print("started", flush=True)
+# Shards that take seconds each: a worker left behind would still be counting one.
+count_shards(itertools.repeat("word " * 2_000_000), ShardRule("chunked", r"\\w+|\\s"), jobs=2)
+"""
+
+
+def _running(pid: str) -> bool:
+    """Neither gone nor a zombie (dead, waiting for init to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_the_pool_dies_with_the_process_that_started_it():
+    proc = subprocess.Popen(
+        [sys.executable, "-c", COUNT_FOREVER],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"started\n"
+    children_file = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.monotonic() + 30
+    while len(workers := children_file.read_text().split()) < 2:
+        assert time.monotonic() < deadline, "the pool never started"
+        time.sleep(0.05)
+    time.sleep(0.5)  # both workers counting
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 0.5  # far less than a shard's count
+    while alive := [pid for pid in workers if _running(pid)]:
+        assert time.monotonic() < deadline, f"workers {alive} outlived their parent"
+        time.sleep(0.05)
