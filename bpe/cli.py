@@ -67,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="chunked and words mode: stream the files in blocks and count them in shards by N"
-        " processes (0: every core), same merges; naive mode trains on the whole text as one"
-        " sequence, read into memory, in one process (N must be 1)",
+        " processes (0: every core), same merges (a custom --pattern is never cut: counted"
+        " whole, in one process); naive mode trains on the whole text as one sequence, read"
+        " into memory, in one process (N must be 1)",
     )
     p.set_defaults(run=run_train)
 

@@ -189,7 +189,7 @@ def count_shards(
         _check(should_stop)
 
     _check(should_stop)
-    if workers == 1:
+    if workers == 1 or rule.safe_cut is None:  # never cut: one shard, not worth a copy
         for shard in shards:
             add(rule.count(shard))
     else:

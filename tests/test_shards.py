@@ -131,8 +131,11 @@ def test_train_files_refuses_naive_mode(tmp_path):
         train_files([tmp_path / "a.txt"], vocab_size=300, mode="naive")
 
 
-@pytest.mark.parametrize("mode", ["chunked", "words"])
-def test_cli_jobs_2_writes_the_merges_of_jobs_1(monkeypatch, tmp_path, mode):
+@pytest.mark.parametrize(
+    ("mode", "pattern"),
+    [("chunked", "gpt4"), ("chunked", "gpt2"), ("chunked", CUSTOM), ("words", "")],
+)
+def test_cli_jobs_2_writes_the_merges_of_jobs_1(monkeypatch, tmp_path, mode, pattern):
     monkeypatch.setattr(shards, "SHARD_CHARS", 700)
     monkeypatch.setattr(shards, "READ_BYTES", 1_000)
     corpus = tmp_path / "corpus.txt"
@@ -141,6 +144,7 @@ def test_cli_jobs_2_writes_the_merges_of_jobs_1(monkeypatch, tmp_path, mode):
     for jobs in ("1", "2"):
         out = tmp_path / f"{jobs}.json"
         args = ["train", str(corpus), "--vocab-size", "2000", "--mode", mode, "-q"]
+        args += ["--pattern", pattern] if pattern else []
         assert cli.main([*args, "--jobs", jobs, "-o", str(out)]) == 0
         saved[jobs] = json.loads(out.read_text())
     for key in ("merges", "alphabet", "special_tokens", "pattern"):
@@ -167,11 +171,12 @@ def test_cli_jobs_2_names_a_bad_byte_where_jobs_1_does(monkeypatch, tmp_path, ca
 
 
 COUNT_FOREVER = """
-import itertools, sys
+import itertools
+from bpe.patterns import GPT2_PATTERN
 from bpe.shards import ShardRule, count_shards
 print("started", flush=True)
 # Shards that take seconds each: a worker left behind would still be counting one.
-count_shards(itertools.repeat("word " * 2_000_000), ShardRule("chunked", r"\\w+|\\s"), jobs=2)
+count_shards(itertools.repeat("wörd, " * 2_000_000), ShardRule("chunked", GPT2_PATTERN), jobs=2)
 """
 
 
@@ -190,15 +195,17 @@ def test_the_pool_dies_with_the_process_that_started_it():
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
     )
-    assert proc.stdout is not None and proc.stdout.readline() == b"started\n"
-    children_file = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-    deadline = time.monotonic() + 30
-    while len(workers := children_file.read_text().split()) < 2:
-        assert time.monotonic() < deadline, "the pool never started"
-        time.sleep(0.05)
-    time.sleep(0.5)  # both workers counting
-    proc.kill()
-    proc.wait()
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"started\n"
+        children_file = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        deadline = time.monotonic() + 30
+        while len(workers := children_file.read_text().split()) < 2:
+            assert time.monotonic() < deadline, "the pool never started"
+            time.sleep(0.05)
+        time.sleep(0.5)  # both workers counting
+    finally:
+        proc.kill()
+        proc.wait()
     deadline = time.monotonic() + 0.5  # far less than a shard's count
     while alive := [pid for pid in workers if _running(pid)]:
         assert time.monotonic() < deadline, f"workers {alive} outlived their parent"
