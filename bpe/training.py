@@ -335,10 +335,11 @@ class _StreamSplitter(Splitter):
         self.shard_progress = shard_progress
 
     def chunks(self, text: str, pattern: str) -> list[tuple[bytes, int]]:
-        return chunk_sequences_of(self._streamed(ShardRule("chunked", pattern)))
+        counts = self._streamed(ShardRule("chunked", pattern))
+        return chunk_sequences_of(counts, self.clock.stop_fn())
 
     def words(self, text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
-        return word_sequences_of(self._streamed(ShardRule("words")))
+        return word_sequences_of(self._streamed(ShardRule("words")), self.clock.stop_fn())
 
     def _streamed(self, rule: ShardRule) -> Counter[str]:
         return count_shards(
