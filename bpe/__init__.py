@@ -7,17 +7,18 @@ graph has no cycle, tests/test_layout_bpe.py):
 - algorithms on plain ids and bytes: `patterns` (split regexes), `reference` (the literal
   trainer and encoder, the oracles), `encoder`, `cuts`, `stitch` (fast encoding by our rule),
   `rank_rule` and `hf_rule` (the imported files' rules), `efficient` (the incremental trainer),
-  `pretokenize`, `byte_level`, `training_types`, `pacing`, `chunk_counts`, `scripts` (the
-  Unicode script of a text and whether it spaces its words), and `hf` (HF
-  `tokenizers`' pipeline components, one module per family, for HF imports);
+  `pretokenize`, `byte_level`, `training_types`, `pacing`, `chunk_counts`, `shards` (counting
+  in shards by a process pool), `scripts` (the Unicode script of a text and whether it spaces
+  its words), and `hf` (HF `tokenizers`' pipeline components, one module per family, for HF
+  imports);
 - `batch`, `stepwise`, `tiktoken_path`: views and paths that take a tokeniser as an argument
   (they name `Tokenizer` in annotations only);
 - `modes`: naive, chunked, words, each one module registered in `bpe.modes`; `rules`: merges,
   tiktoken, hf, hf_pipeline, registered in `bpe.rules` (likewise stateless, handed the tokeniser);
 - `model`: the `Tokenizer`, which holds the state and asks its mode and rule;
-- `training` (`train`), `formats` (the JSON file), `evaluate`, `languages` (a parallel text
-  counted per language, docs/languages.md), `token_info`, the imports and exports, and `cli`
-  on top.
+- `training` (`train`, `train_files`), `formats` (the JSON file), `evaluate`, `languages` (a
+  parallel text counted per language, docs/languages.md), `token_info`, the imports and
+  exports, and `cli` on top.
 
 Encoding has two engines with the same ids: `engine="pure"` (this package's Python encoder) and
 the default, which hands a text to tiktoken (`tiktoken_path`) where that is proven to give our
@@ -40,7 +41,7 @@ from bpe.patterns import (
     resolve_pattern,
     split_chunks,
 )
-from bpe.training import DEFAULT_TRAINER, TRAINERS, train
+from bpe.training import DEFAULT_TRAINER, TRAINERS, train, train_files
 from bpe.training_types import MergeRecord, Progress, TrainingCancelled
 
 __all__ = [
@@ -67,4 +68,5 @@ __all__ = [
     "split_chunks",
     "to_dict",
     "train",
+    "train_files",
 ]

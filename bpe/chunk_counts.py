@@ -55,7 +55,7 @@ PARALLEL_MIN_CHARS = 10_000_000
 # up to this many characters.
 _BLOCK_CHARS = 1 << 19
 _FEED_CHARS = 1 << 20  # the helper's half is encoded and written this much at a time
-_SAFE_CUT = regex.compile(r"\n(?=\S)|(?<=\p{L})(?= )")
+GPT4_SAFE_CUT = regex.compile(r"\n(?=\S)|(?<=\p{L})(?= )")
 # While waiting for the helper's answer, the stop check is asked this often (seconds).
 _WAIT_STEP = 0.02
 # The helper answers in pickled dicts of at most this many chunks, so that loading and adding
@@ -125,7 +125,7 @@ def _check(should_stop: StopFn | None) -> None:
 
 def _safe_cut(text: str, near: int) -> int | None:
     """The first safe cut at or after near, or None."""
-    found = _SAFE_CUT.search(text, near)
+    found = GPT4_SAFE_CUT.search(text, near)
     return None if found is None else found.end()
 
 
@@ -236,7 +236,7 @@ class _Helper:
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def _die_with_parent(parent_pid: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a killed web worker must not
     leave its helper counting), and exit if the parent is already gone. Elsewhere the helper
     ends once the closed pipes tell it."""
@@ -249,7 +249,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def _helper_main() -> None:
     if len(sys.argv) > 1:
-        _die_with_parent(int(sys.argv[1]))
+        die_with_parent(int(sys.argv[1]))
     text = sys.stdin.buffer.read().decode("utf-8")
     counts = list(_count_in_blocks(text).items())
     for start in range(0, len(counts), _PIECE_CHUNKS):

@@ -20,7 +20,7 @@ from typing import TextIO
 from bpe import chat_cli
 from bpe.formats import TokenizerFileError, load, save
 from bpe.model import MODES, Tokenizer
-from bpe.training import DEFAULT_TRAINER, TRAINERS, train
+from bpe.training import DEFAULT_TRAINER, TRAINERS, train, train_files
 from bpe.training_types import Progress
 
 EXIT_FAILURE = 1
@@ -65,6 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-frequency", type=int, default=1)
     p.add_argument("-o", "--output", required=True, metavar="OUT.json")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="chunked and words mode: stream the files in blocks and count them in shards by N"
+        " processes (0: every core), same merges (a custom --pattern is never cut: counted"
+        " whole, in one process); naive mode trains on the whole text as one sequence, read"
+        " into memory, in one process (N must be 1)",
+    )
     p.set_defaults(run=run_train)
 
     p = commands.add_parser("encode", help="print one line of ids per input")
@@ -167,6 +177,10 @@ def read_text(name: str, *, keep_bom: bool = False) -> str:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    if args.jobs < 0:
+        raise CommandError("--jobs must be 1 or more (0 for every core)")
+    if args.jobs != 1:
+        return _train_streamed(args)
     text = "".join(read_text(name) for name in args.files)
     reporter = _ProgressPrinter(enabled=not args.quiet, stream=sys.stderr)
     tok = train(
@@ -179,6 +193,33 @@ def run_train(args: argparse.Namespace) -> int:
         min_frequency=args.min_frequency,
         progress=reporter,
     )
+    reporter.finish(tok)
+    _write(args.output, lambda path: save(tok, path))
+    return 0
+
+
+def _train_streamed(args: argparse.Namespace) -> int:
+    """`bpe train --jobs N`: the files streamed and counted in shards (`bpe.train_files`)."""
+    if args.mode not in ("chunked", "words"):
+        raise CommandError(
+            f"--jobs {args.jobs}: {args.mode} mode trains on the whole text as one sequence,"
+            " in one process; leave out --jobs, or train in chunked or words mode"
+        )
+    reporter = _ProgressPrinter(enabled=not args.quiet, stream=sys.stderr)
+    try:
+        tok = train_files(
+            args.files,
+            vocab_size=args.vocab_size,
+            mode=args.mode,
+            pattern=args.pattern,
+            trainer=args.trainer,
+            special_tokens=args.special,
+            min_frequency=args.min_frequency,
+            progress=reporter,
+            jobs=args.jobs or None,
+        )
+    except OSError as exc:
+        raise CommandError(f"cannot read {exc.filename}: {exc.strerror}") from None
     reporter.finish(tok)
     _write(args.output, lambda path: save(tok, path))
     return 0

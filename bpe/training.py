@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
+from pathlib import Path
 from typing import Any, cast
 
 from bpe.chunk_counts import count_chunks
@@ -22,6 +23,14 @@ from bpe.modes import TrainingMode, get_mode
 from bpe.pacing import Clock, collector_paused, release, slices
 from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
+from bpe.shards import (
+    ShardProgressFn,
+    ShardRule,
+    count_shards,
+    cut_text,
+    rule_for,
+    stream_shards,
+)
 from bpe.training_types import MergeRecord, ProgressFn, StopFn, TrainingCancelled
 
 TRAINERS = ("reference", "efficient")
@@ -43,6 +52,7 @@ def train(
     min_frequency: int = 1,
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
+    jobs: int | None = 1,
 ) -> Tokenizer:
     """Train a tokeniser on text.
 
@@ -54,7 +64,71 @@ def train(
     >>> tok = train("aaabdaaabac", vocab_size=259, mode="naive", trainer="reference")
     >>> tok.merges
     [(97, 97, 256), (97, 98, 257), (256, 257, 258)]
+
+    In chunked and words mode, jobs > 1 (or None: every core) counts the text's pre-tokens in
+    shards by that many processes (`bpe.shards`), with the same merges; naive mode ignores it.
     """
+    return _train(
+        text,
+        lambda clock: Splitter(clock, jobs=jobs),
+        vocab_size=vocab_size,
+        mode=mode,
+        pattern=pattern,
+        trainer=trainer,
+        special_tokens=special_tokens,
+        min_frequency=min_frequency,
+        progress=progress,
+        should_stop=should_stop,
+    )
+
+
+def train_files(
+    paths: Sequence[str | Path],
+    *,
+    vocab_size: int,
+    mode: str = "chunked",
+    pattern: str = "gpt4",
+    trainer: str = DEFAULT_TRAINER,
+    special_tokens: Sequence[str] = (),
+    min_frequency: int = 1,
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+    jobs: int | None = None,
+    shard_progress: ShardProgressFn | None = None,
+) -> Tokenizer:
+    """`train` on the files' texts one after another ('-' is stdin), read a block at a time
+    and counted in shards by `jobs` processes (every core if None): no process holds the
+    corpus, and the merges are those of `train` on the joined text. Chunked and words mode
+    only: naive mode trains on one sequence of the whole text (use `train`). shard_progress
+    gets (shards counted, total), total None until the last shard is counted."""
+    rule_for(mode, None)  # refuses naive mode (and modes of its own), saying why
+    return _train(
+        "",
+        lambda clock: _StreamSplitter(clock, paths, jobs=jobs, shard_progress=shard_progress),
+        vocab_size=vocab_size,
+        mode=mode,
+        pattern=pattern,
+        trainer=trainer,
+        special_tokens=special_tokens,
+        min_frequency=min_frequency,
+        progress=progress,
+        should_stop=should_stop,
+    )
+
+
+def _train(
+    text: str,
+    make_splitter: Callable[[Clock], Splitter],
+    *,
+    vocab_size: int,
+    mode: str,
+    pattern: str,
+    trainer: str,
+    special_tokens: Sequence[str],
+    min_frequency: int,
+    progress: ProgressFn | None,
+    should_stop: StopFn | None,
+) -> Tokenizer:
     started = time.perf_counter()
     training_mode = get_mode(mode)  # a ValueError naming the modes if it is none of them
     if trainer not in TRAINERS:
@@ -69,7 +143,9 @@ def train(
     splitting = Clock(0, [], progress, should_stop)
     splitting.defer()
     with collector_paused():
-        sequences, alphabet = training_mode.training_input(text, split_regex, Splitter(splitting))
+        sequences, alphabet = training_mode.training_input(
+            text, split_regex, make_splitter(splitting)
+        )
         base = training_mode.base_size(len(alphabet or []))
         _check_room(training_mode, vocab_size, specials, len(alphabet or []))
         max_merges = vocab_size - base - len(specials)
@@ -205,8 +281,9 @@ class Splitter:
     checks and progress reports come between slices, since splitting a large text takes
     seconds before the trainer starts."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, *, jobs: int | None = 1) -> None:
         self.clock = clock
+        self.jobs = jobs  # more than 1 (or None, every core): count shards in a process pool
 
     def whole_text(self, text: str) -> list[tuple[bytes, int]]:
         """The text's UTF-8 bytes as one sequence of weight 1."""
@@ -214,18 +291,24 @@ class Splitter:
 
     def chunks(self, text: str, pattern: str) -> list[tuple[bytes, int]]:
         """`chunk_sequences`: each distinct chunk of the split pattern, counted."""
-        return chunk_sequences(
-            text,
-            pattern,
-            should_stop=self.clock.stop_fn(),
-            advanced=self.clock.splitting(len(text)),
-        )
+        stop = self.clock.stop_fn()
+        if self.jobs == 1:
+            return chunk_sequences(
+                text, pattern, should_stop=stop, advanced=self.clock.splitting(len(text))
+            )
+        return chunk_sequences_of(self._sharded(text, ShardRule("chunked", pattern)), stop)
 
     def words(self, text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
         """`word_sequences`: the alphabet and each distinct word's ids, counted."""
-        return word_sequences(
-            text, should_stop=self.clock.stop_fn(), advanced=self.clock.splitting(len(text))
-        )
+        stop = self.clock.stop_fn()
+        if self.jobs == 1:
+            return word_sequences(text, should_stop=stop, advanced=self.clock.splitting(len(text)))
+        return word_sequences_of(self._sharded(text, ShardRule("words")), stop)
+
+    def _sharded(self, text: str, rule: ShardRule) -> Counter[str]:
+        shards = cut_text(text, rule)
+        stop = self.clock.stop_fn()
+        return count_shards(shards, rule, jobs=self.jobs, total=len(shards), should_stop=stop)
 
     def counted(self, pieces: Iterable[str]) -> list[tuple[bytes, int]]:
         """Each distinct non-empty piece's UTF-8 bytes with how often it occurs (first-seen
@@ -238,6 +321,38 @@ class Splitter:
         return [(piece.encode("utf-8"), n) for piece, n in counts.items() if piece]
 
 
+class _StreamSplitter(Splitter):
+    """A Splitter that counts files streamed in shards (`train_files`), not the text given."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        paths: Sequence[str | Path],
+        *,
+        jobs: int | None,
+        shard_progress: ShardProgressFn | None,
+    ) -> None:
+        super().__init__(clock, jobs=jobs)
+        self.paths = paths
+        self.shard_progress = shard_progress
+
+    def chunks(self, text: str, pattern: str) -> list[tuple[bytes, int]]:
+        counts = self._streamed(ShardRule("chunked", pattern))
+        return chunk_sequences_of(counts, self.clock.stop_fn())
+
+    def words(self, text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
+        return word_sequences_of(self._streamed(ShardRule("words")), self.clock.stop_fn())
+
+    def _streamed(self, rule: ShardRule) -> Counter[str]:
+        return count_shards(
+            stream_shards(self.paths, rule),
+            rule,
+            jobs=self.jobs,
+            should_stop=self.clock.stop_fn(),
+            progress=self.shard_progress,
+        )
+
+
 def chunk_sequences(
     text: str,
     pattern: str,
@@ -247,8 +362,15 @@ def chunk_sequences(
 ) -> list[tuple[bytes, int]]:
     """Distinct chunks as bytes (byte ids), each with how often it occurs (first-seen order);
     `advanced(characters split so far)` as `count_chunks` calls it."""
-    tick = _stop_tick(should_stop)
     counts = count_chunks(text, pattern, should_stop=should_stop, advanced=advanced)
+    return chunk_sequences_of(counts, should_stop)
+
+
+def chunk_sequences_of(
+    counts: Counter[str], should_stop: StopFn | None = None
+) -> list[tuple[bytes, int]]:
+    """`chunk_sequences` from chunks already counted (sharded counting, `bpe.shards`)."""
+    tick = _stop_tick(should_stop)
     sequences: list[tuple[bytes, int]] = []
     # A large corpus has a million distinct chunks: encoding them all, and freeing them, are
     # long steps.
@@ -285,6 +407,14 @@ def word_sequences(
         counts.update(text[start:stop].split())
         if advanced is not None:
             advanced(stop)
+    return word_sequences_of(counts, should_stop)
+
+
+def word_sequences_of(
+    counts: Counter[str], should_stop: StopFn | None = None
+) -> tuple[list[str], list[tuple[list[int], int]]]:
+    """`word_sequences` from words already counted (sharded counting, `bpe.shards`)."""
+    tick = _stop_tick(should_stop)
     seen: set[str] = set()
     words = iter(counts)
     for start, stop in slices(len(counts), tick):

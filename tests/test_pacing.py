@@ -95,7 +95,7 @@ def phase_now() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_name
-        if name == "release" and frame.f_back and frame.f_back.f_code.co_name == "train":
+        if name == "release" and frame.f_back and frame.f_back.f_code.co_name == "_train":
             return "free the sequences"
         phase = PHASES.get(name)
         if phase is not None:
