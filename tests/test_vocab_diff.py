@@ -91,6 +91,8 @@ def test_the_page_and_its_fragment(client, pair):
     url = f"/compare/{first.slug}/{second.slug}/vocab"
     page = client.get(url, query_string={"side": "b"}).text
     assert "only in B" in page and "in both" in page and 'id="diff-results"' in page
+    for field in ('name="category"', 'name="min_len"', 'name="max_len"', 'name="sort"'):
+        assert field in page  # the vocabulary page's filters
     # B learned `</` from `</script>`; both have the special `<|end|>`: drawn escaped
     learned = client.get(url, query_string={"side": "b", "q": "</"}, headers=HX).text
     assert "&lt;/" in learned
