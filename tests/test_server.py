@@ -101,6 +101,8 @@ def test_flask_commands_never_touch_jobs(app, make_corpus):
     job_id = running_job(app, make_corpus().id)
     env = {
         **os.environ,
+        # Under the Celery backend every web process must share a key (docs/operations.md).
+        "SECRET_KEY": "a-key-shared-by-every-process",
         "DATABASE_URL": app.config["DATABASE_URL"],
         "CELERY_BROKER_URL": app.config["CELERY_BROKER_URL"],
     }
