@@ -156,6 +156,32 @@ def test_tokeniser_page_names_the_file_and_its_rule(site, name):
     assert f"{m.tok.vocab_size:,} tokens" in html
 
 
+def _fact(html: str, term: str) -> str:
+    found = re.search(rf"<dt>{term}</dt><dd>(.*?)</dd>", html, re.S)
+    assert found, f"no {term} in the header"
+    return pieces_text(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("name", "normalizer", "pre_tokenizer"),
+    [
+        ("llama2", "Sequence [Prepend, Replace]", "none: the whole normalized text is one word"),
+        ("deepseek_v3", "Sequence []", "Sequence [Split, Split, Split, ByteLevel]"),
+        ("qwen3", "NFC", "Sequence [Split, ByteLevel]"),
+    ],
+)
+def test_a_pipeline_imports_header_names_its_normalizer_and_pre_tokenizer(
+    site, name, normalizer, pre_tokenizer
+):
+    """Not one regex: Llama 2 has none (it was "none (naive mode)") and DeepSeek-V3 splits
+    three times (it showed only the first regex)."""
+    client, model = site
+    html = client.get(f"/t/{model(name).slug}").get_data(as_text=True)
+    assert _fact(html, "normalizer") == normalizer
+    assert _fact(html, "pre-tokenizer").startswith(pre_tokenizer)
+    assert "<dt>pattern</dt>" not in html
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_playground_shows_the_real_librarys_ids(site, name):
     client, model = site

@@ -26,6 +26,7 @@ from webapp.plumbing.inputs import box_text
 from webapp.plumbing.security import Forbidden, external_url
 from webapp.rendering import evaluations, model_counts
 from webapp.rendering.downloads import DOWNLOADS
+from webapp.rendering.pipeline_stages import pipeline_labels
 from webapp.rendering.playground import Display, check_playground_text
 from webapp.storage import browse, db, listings, model_choices
 from webapp.storage.models import Corpus, Tokenizer, TrainingJob
@@ -244,5 +245,6 @@ def tokenizer_context(slug: str, *, header: bool = True) -> dict[str, Any]:
             first=sample_siblings(session, row),
         ),
         downloads=DOWNLOADS,
+        pipeline=pipeline_labels(row),
     )
     return context

@@ -11,6 +11,7 @@ bounded panel. The merges of the word are replayed by `webapp.rendering.segmenta
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,13 +138,36 @@ def component_label(raw: Any) -> str | None:
 
     >>> component_label({"type": "Sequence", "normalizers": [{"type": "Prepend"}, {"type": "NFC"}]})
     'Sequence [Prepend, NFC]'
+    >>> component_label({"type": "Sequence", "normalizers": []})
+    'Sequence []'
     >>> component_label(None) is None
     True
     """
     if not isinstance(raw, dict):
         return None
     kind = str(raw.get("type", "?"))
-    steps = raw.get("normalizers") or raw.get("pretokenizers")
+    steps = raw.get("normalizers", raw.get("pretokenizers"))  # an empty Sequence is "[]"
     if kind == "Sequence" and isinstance(steps, list):
         return f"Sequence [{', '.join(component_label(step) or '?' for step in steps)}]"
     return kind
+
+
+@dataclass(frozen=True)
+class PipelineLabels:
+    """What an import run through HF's whole pipeline does before its merges, for its header:
+    a single regex would misname it (Llama 2 has none, DeepSeek-V3 several)."""
+
+    normalizer: str | None
+    pre_tokenizer: str | None
+
+
+def pipeline_labels(row: Any) -> PipelineLabels | None:
+    """The labels of a stored tokeniser's normalizer and pre-tokenizer, read from its saved
+    header (`hf_pipeline`, docs/imports.md); None for any other tokeniser."""
+    if row.encode_rule != "hf_pipeline" or not row.document:
+        return None
+    components = json.loads(row.document).get("hf_pipeline") or {}
+    return PipelineLabels(
+        normalizer=component_label(components.get("normalizer")),
+        pre_tokenizer=component_label(components.get("pre_tokenizer")),
+    )
