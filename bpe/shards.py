@@ -44,6 +44,11 @@ _WORDS_SAFE_CUT = re.compile(r"(?=\s)")
 # start workers without end. The workers only count strings, taking no lock a fork could copy.
 _START_METHOD = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 ShardProgressFn = Callable[[int, "int | None"], None]  # (shards counted, total or None)
+# Counts a text's pre-tokens somewhere else (`bpe.train(shard_counter=...)`): given the text,
+# the rule, the stop check and a callback for the characters counted so far, it cuts the text
+# (`cut_text`), counts the shards wherever it likes and returns their counts added up in shard
+# order (`add_counts`).
+ShardCounter = Callable[[str, "ShardRule", "StopFn | None", Callable[[int], None]], Counter[str]]
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,15 @@ def count_shards(
         _count_in_pool(shards, rule, workers, add, should_stop)
     if progress is not None:
         progress(done, done)
+    return counts
+
+
+def add_counts(pieces: Iterable[dict[str, int]]) -> Counter[str]:
+    """Shards' counts added up in the order given: in shard order, the sum keeps the unsharded
+    first-seen order of the pre-tokens, which training's tie-breaks depend on."""
+    counts: Counter[str] = Counter()
+    for piece in pieces:
+        counts.update(piece)
     return counts
 
 

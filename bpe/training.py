@@ -24,6 +24,7 @@ from bpe.pacing import Clock, collector_paused, release, slices
 from bpe.patterns import resolve_pattern
 from bpe.reference import train_reference
 from bpe.shards import (
+    ShardCounter,
     ShardProgressFn,
     ShardRule,
     count_shards,
@@ -53,6 +54,7 @@ def train(
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
     jobs: int | None = 1,
+    shard_counter: ShardCounter | None = None,
 ) -> Tokenizer:
     """Train a tokeniser on text.
 
@@ -67,10 +69,14 @@ def train(
 
     In chunked and words mode, jobs > 1 (or None: every core) counts the text's pre-tokens in
     shards by that many processes (`bpe.shards`), with the same merges; naive mode ignores it.
+    `shard_counter(text, rule, should_stop, advanced)` counts them instead: it cuts the text
+    where the rule allows (`bpe.shards.cut_text`), counts the shards wherever it likes (other
+    machines, say), calls advanced(characters counted) as it goes, and returns their counts
+    added up in shard order (`bpe.shards.add_counts`).
     """
     return _train(
         text,
-        lambda clock: Splitter(clock, jobs=jobs),
+        lambda clock: Splitter(clock, jobs=jobs, shard_counter=shard_counter),
         vocab_size=vocab_size,
         mode=mode,
         pattern=pattern,
@@ -281,9 +287,13 @@ class Splitter:
     checks and progress reports come between slices, since splitting a large text takes
     seconds before the trainer starts."""
 
-    def __init__(self, clock: Clock, *, jobs: int | None = 1) -> None:
+    def __init__(
+        self, clock: Clock, *, jobs: int | None = 1, shard_counter: ShardCounter | None = None
+    ) -> None:
         self.clock = clock
         self.jobs = jobs  # more than 1 (or None, every core): count shards in a process pool
+        self.shard_counter = shard_counter  # counts the shards elsewhere (see `train`)
+        self.sharded = jobs != 1 or shard_counter is not None
 
     def whole_text(self, text: str) -> list[tuple[bytes, int]]:
         """The text's UTF-8 bytes as one sequence of weight 1."""
@@ -292,7 +302,7 @@ class Splitter:
     def chunks(self, text: str, pattern: str) -> list[tuple[bytes, int]]:
         """`chunk_sequences`: each distinct chunk of the split pattern, counted."""
         stop = self.clock.stop_fn()
-        if self.jobs == 1:
+        if not self.sharded:
             return chunk_sequences(
                 text, pattern, should_stop=stop, advanced=self.clock.splitting(len(text))
             )
@@ -301,13 +311,15 @@ class Splitter:
     def words(self, text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
         """`word_sequences`: the alphabet and each distinct word's ids, counted."""
         stop = self.clock.stop_fn()
-        if self.jobs == 1:
+        if not self.sharded:
             return word_sequences(text, should_stop=stop, advanced=self.clock.splitting(len(text)))
         return word_sequences_of(self._sharded(text, ShardRule("words")), stop)
 
     def _sharded(self, text: str, rule: ShardRule) -> Counter[str]:
-        shards = cut_text(text, rule)
         stop = self.clock.stop_fn()
+        if self.shard_counter is not None:
+            return self.shard_counter(text, rule, stop, self.clock.splitting(len(text)))
+        shards = cut_text(text, rule)
         return count_shards(shards, rule, jobs=self.jobs, total=len(shards), should_stop=stop)
 
     def counted(self, pieces: Iterable[str]) -> list[tuple[bytes, int]]:

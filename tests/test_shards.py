@@ -93,6 +93,30 @@ def test_sharded_training_learns_the_same_merges(monkeypatch, mode, pattern):
     assert two.training.merge_counts == one.training.merge_counts
 
 
+@pytest.mark.parametrize(("mode", "pattern"), [("chunked", "gpt4"), ("words", "")])
+def test_a_shard_counter_of_the_callers_counts_the_shards_and_learns_the_same(mode, pattern):
+    """`train(shard_counter=...)`: the caller cuts and counts (here backwards, as workers that
+    finish in any order would) and adds up in shard order; the merges are unsharded training's."""
+    text = "".join(corpus_slice(p)[:15_000] for p in CORPORA)
+    options = {"vocab_size": 300 if mode == "chunked" else 2_000, "mode": mode}
+    if pattern:
+        options["pattern"] = pattern
+    seen = []
+
+    def counter(text, rule, should_stop, advanced):
+        pieces = cut_text(text, rule, shard_chars=2_000)
+        counted = {i: rule.count(pieces[i]) for i in reversed(range(len(pieces)))}
+        seen.append(len(pieces))
+        advanced(len(text))
+        return shards.add_counts(counted[i] for i in range(len(pieces)))
+
+    one = train(text, **options)
+    other = train(text, shard_counter=counter, **options)
+    assert seen and seen[0] > 10  # it was asked, and the text was cut
+    assert other.merges == one.merges and other.alphabet == one.alphabet
+    assert other.training.merge_counts == one.training.merge_counts
+
+
 def test_streamed_files_are_cut_across_blocks_and_files(monkeypatch, tmp_path):
     # Tiny blocks split multi-byte characters; each file may start with a byte-order mark.
     monkeypatch.setattr(shards, "READ_BYTES", 7)
