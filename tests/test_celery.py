@@ -17,12 +17,15 @@ import pytest
 from sqlalchemy import func, select
 
 import bpe
+from bpe.shards import cut_text
 from tests.conftest import TEST_OWNER_TOKEN, ensure_owner, need_broker
 from tests.waiting import free_port, wait_for
 from webapp import create_app, stop_runners
 from webapp.jobs.celery_backend import OLD_TRAIN_TASK, TASK_NAME
 from webapp.jobs.settings import JobSettings
-from webapp.storage.models import Corpus, Tokenizer, TrainingJob, utcnow
+from webapp.jobs.shard_counting import rule_of
+from webapp.storage.convert import load_tokenizer
+from webapp.storage.models import Corpus, CountShard, Tokenizer, TrainingJob, utcnow
 from webapp.storage.uploads import store_text
 
 pytestmark = pytest.mark.celery
@@ -408,3 +411,89 @@ def test_a_workers_job_page_shows_it_learning_through_the_database(
     assert job(web, done_id).status == "succeeded", job(web, done_id).error
     page = client.get(f"/c/{corpus.slug}/jobs/{done_id}").text
     assert '<strong class="vocab-now">1,200</strong>' in page
+
+
+# ----- one training's shards counted on every worker (webapp/jobs/shard_counting.py) ---------
+SHARD_CHARS = 4_000  # characters per counting task: a small corpus makes dozens
+
+
+def counted_lines(worker, job_id: int) -> int:
+    """Shards this worker's counting tasks counted for the job, from its own log lines."""
+    lines = worker.log_path.read_text(errors="replace").splitlines()
+    return sum(f"of training {job_id} counted" in line for line in lines)
+
+
+def merges_of(app, job_id: int):
+    done = job(app, job_id)
+    assert done.status == "succeeded", done.error
+    with app.extensions["bpe_db"].read_scope() as session:
+        return load_tokenizer(session, session.get_one(Tokenizer, done.tokenizer_id)).merges
+
+
+def shard_rows(app) -> int:
+    with app.extensions["bpe_db"].read_scope() as session:
+        return session.execute(select(func.count()).select_from(CountShard)).scalar_one()
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        JobSettings(mode="chunked", pattern="gpt4", trainer="efficient", vocab_size=700),
+        JobSettings(mode="words", pattern=None, trainer="efficient", vocab_size=700),
+    ],
+    ids=["chunked", "words"],
+)
+def test_both_workers_count_one_trainings_shards_and_the_merges_are_unsharded(
+    web, celery_workers, random_words, settings
+):
+    text = random_words(40_000)
+    corpus = corpus_of(web, text)
+    owner = ensure_owner(web, TEST_OWNER_TOKEN)
+    job_id = web.extensions["bpe_jobs"].submit(corpus.id, settings, owner_id=owner)
+    # The training holds one slot of one worker; the tasks get the other three. It never
+    # counts a shard itself here (help after 60 s), so every shard is a task's.
+    env = {"BPE_SHARD_CHARS": str(SHARD_CHARS), "BPE_SHARD_HELP_AFTER": "60"}
+    first, second = celery_workers(2, env=env), celery_workers(2, env=env)
+    wait_for(lambda: job(web, job_id).finished, timeout=240)
+    shards = len(cut_text(text, rule_of(settings), shard_chars=SHARD_CHARS))
+    assert shards > 20
+    by_worker = [counted_lines(first, job_id), counted_lines(second, job_id)]
+    assert all(n > 0 for n in by_worker), by_worker
+    assert sum(by_worker) == shards  # each shard counted once
+    assert merges_of(web, job_id) == bpe.train(text, **settings.train_kwargs()).merges
+    assert shard_rows(web) == 0  # the job cleared its shards
+
+
+def test_a_training_on_the_only_busy_worker_counts_its_shards_itself(
+    web, celery_workers, random_words
+):
+    """One worker, one slot, held by the training: no task can run, so after
+    BPE_SHARD_HELP_AFTER with nothing counted it counts the shards itself, and finishes."""
+    text = random_words(20_000)
+    corpus = corpus_of(web, text)
+    settings = JobSettings(mode="chunked", pattern="gpt4", trainer="efficient", vocab_size=500)
+    owner = ensure_owner(web, TEST_OWNER_TOKEN)
+    job_id = web.extensions["bpe_jobs"].submit(corpus.id, settings, owner_id=owner)
+    worker = celery_workers(
+        1, env={"BPE_SHARD_CHARS": str(SHARD_CHARS), "BPE_SHARD_HELP_AFTER": "0.5"}
+    )
+    wait_for(lambda: job(web, job_id).finished, timeout=240)
+    assert merges_of(web, job_id) == bpe.train(text, **settings.train_kwargs()).merges
+    assert counted_lines(worker, job_id) == 0  # no task could count: the training did
+    assert shard_rows(web) == 0
+
+
+def test_a_cancel_while_the_shards_are_counted_leaves_no_shards(web, celery_workers, random_words):
+    """Nobody counts (one busy slot, help after 60 s): the cancel reaches the waiting training,
+    the job is cancelled and its shards deleted; the tasks left find nothing to count."""
+    text = random_words(20_000)
+    corpus = corpus_of(web, text)
+    settings = JobSettings(mode="chunked", pattern="gpt4", trainer="efficient", vocab_size=500)
+    owner = ensure_owner(web, TEST_OWNER_TOKEN)
+    jobs = web.extensions["bpe_jobs"]
+    job_id = jobs.submit(corpus.id, settings, owner_id=owner)
+    celery_workers(1, env={"BPE_SHARD_CHARS": str(SHARD_CHARS), "BPE_SHARD_HELP_AFTER": "60"})
+    wait_for(lambda: shard_rows(web) > 0, timeout=120)
+    assert jobs.request_cancel(job_id)
+    wait_for(lambda: job(web, job_id).status == "cancelled", timeout=60)
+    wait_for(lambda: shard_rows(web) == 0, timeout=30)

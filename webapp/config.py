@@ -136,6 +136,22 @@ ENV_VARS: dict[str, tuple[str, Any, str]] = {
         str,
         "The broker queue jobs go through (default `bpe-jobs`); web and workers must agree.",
     ),
+    "BPE_SHARD_CHARS": (
+        "SHARD_CHARS",
+        int,
+        (
+            "Characters per counting task (default 4,194,304; celery backend): a chunked or"
+            " words training cut into more than one shard has them counted by every worker."
+        ),
+    ),
+    "BPE_SHARD_HELP_AFTER": (
+        "SHARD_HELP_AFTER",
+        float,
+        (
+            "Seconds a training waits with no shard counted before it counts one itself"
+            " (default 1; celery backend): with every worker busy, training goes on."
+        ),
+    ),
     "BPE_JOBS_STALE_AFTER": (
         "JOBS_STALE_AFTER",
         float,
@@ -326,6 +342,8 @@ def defaults(instance_path: str) -> dict[str, Any]:
         "WORKER_CONCURRENCY": 1,
         "JOB_QUEUE": "bpe-jobs",
         "JOBS_STALE_AFTER": 30.0,
+        "SHARD_CHARS": 1 << 22,  # bpe.shards.SHARD_CHARS
+        "SHARD_HELP_AFTER": 1.0,
         # Seconds between sweeps for jobs whose heartbeat stopped (celery backend).
         "JOBS_SWEEP_INTERVAL": 5.0,
         "JOBS_RESEND_AFTER": 60.0,
@@ -411,7 +429,7 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError(
             "BPE_JOB_BACKEND=celery needs CELERY_BROKER_URL (e.g. redis://127.0.0.1:6379/0)"
         )
-    for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES", "WORKER_CONCURRENCY"):
+    for key in ("JOBS_MAX_RUNNING", "MAX_UPLOAD_BYTES", "WORKER_CONCURRENCY", "SHARD_CHARS"):
         if config[key] < 1:
             raise ValueError(f"{key} must be at least 1")
     if config["JOBS_PER_OWNER"] < 1:

@@ -8,6 +8,8 @@
 - `settings.py`: the train form parsed once into a `JobSettings` value.
 - `task.py`: the training kind (`TRAINING`): read the corpus, train, record, wherever it runs.
 - `progress.py`: a training's phases and its honest time left.
+- `shard_counting.py`, `shard_store.py`: under Celery, one training's shards counted by every
+  worker, through the database.
 - `evaluations.py`: the evaluation kind (`EVALUATION`): its queue, its task, its front.
 - `imports.py`: the import kind (`IMPORT`): a tokeniser file read and stored in the background.
 - `languages.py`: the languages kind (`LANGUAGES`): tokenisers counted on the parallel text.
@@ -39,8 +41,9 @@ from webapp.jobs.imports import IMPORT, Imports
 from webapp.jobs.kind import JobKind, JobKinds, QueueLimits, load_kind
 from webapp.jobs.languages import LANGUAGES, Languages
 from webapp.jobs.settings import JobSettings, parse_settings
+from webapp.jobs.shard_counting import ShardCounting
 from webapp.jobs.store import JobQueueFull, JobStore
-from webapp.jobs.task import TRAINING
+from webapp.jobs.task import TRAINING, TrainingKind
 from webapp.storage.models import JobStatus
 
 __all__ = [
@@ -62,8 +65,20 @@ __all__ = [
 
 
 def job_kinds(app: Flask) -> JobKinds:
-    """The built-in kinds, then those BPE_JOB_KINDS names (`package.module:NAME`)."""
-    kinds = JobKinds([TRAINING, EVALUATION, IMPORT, LANGUAGES])
+    """The built-in kinds, then those BPE_JOB_KINDS names (`package.module:NAME`). Under
+    Celery, training counts its shards on every worker (webapp/jobs/shard_counting.py)."""
+    training = TRAINING
+    if app.config["JOB_BACKEND"] == "celery":
+        training = TrainingKind(
+            ShardCounting(
+                broker_url=app.config["CELERY_BROKER_URL"],
+                queue=app.config["JOB_QUEUE"],
+                shard_chars=app.config["SHARD_CHARS"],
+                help_after=app.config["SHARD_HELP_AFTER"],
+                stale_after=app.config["JOBS_STALE_AFTER"],
+            )
+        )
+    kinds = JobKinds([training, EVALUATION, IMPORT, LANGUAGES])
     for spec in app.config["JOB_KINDS"]:
         kinds.register(load_kind(spec))
     return kinds

@@ -35,6 +35,8 @@ from sqlalchemy.exc import OperationalError
 from webapp import logs
 from webapp.jobs.backend import JobBackend
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, JobKinds, QueueLimits
+from webapp.jobs.shard_counting import COUNT_TASK, count_one
+from webapp.jobs.shard_store import ShardStore
 from webapp.jobs.task import TRAINING
 from webapp.refusals import UserError
 from webapp.storage.db import Database
@@ -83,15 +85,12 @@ def make_celery(app: Flask) -> Celery:
         worker_hijack_root_logger=False,
     )
     # A worker that cannot reach the database does not drop the job: it tries again later,
-    # waiting longer each time (and the sweep sends a still-queued job again anyway).
-    celery.task(
-        name=TASK_NAME,
-        bind=True,
-        autoretry_for=(OperationalError,),
-        retry_backoff=True,
-        retry_backoff_max=60,
-        max_retries=None,
-    )(_run)
+    # waiting longer each time (and the sweep sends a still-queued job again anyway). A
+    # training's shard (webapp/jobs/shard_counting.py) is tried again the same way, a few
+    # times: the training counts a shard itself if no task does.
+    retried = {"bind": True, "autoretry_for": (OperationalError,), "retry_backoff": True}
+    celery.task(name=TASK_NAME, retry_backoff_max=60, max_retries=None, **retried)(_run)
+    celery.task(name=COUNT_TASK, retry_backoff_max=30, max_retries=10, **retried)(_count_shard)
     celery.task(name=OLD_TRAIN_TASK, bind=True)(_train_sent_before_upgrade)
     celery.task(name=OLD_EVALUATE_TASK, bind=True)(_evaluate_sent_before_upgrade)
     app.extensions["celery"] = celery
@@ -115,6 +114,22 @@ def _run(task: Task, job_id: int, kind: str = TRAINING.name) -> str:
         # Celery's own line says the task "succeeded" whatever became of the job; this says.
         outcome = "skipped" if status is None else str(status)
         log.info("%s job %s %s", kind, job_id, outcome, extra={"outcome": outcome})
+    return outcome
+
+
+def _count_shard(task: Task, job_id: int, position: int) -> str:
+    """Count one shard of a training, if it is still to count; what became of it."""
+    backend: CeleryBackend = current_app.extensions["bpe_jobs"]
+    with logs.job_context(TRAINING.name, int(job_id)):
+        outcome = count_one(
+            ShardStore(backend.database),
+            int(job_id),
+            int(position),
+            stale_after=backend.stale_after,
+        )
+        log.info(
+            "shard %s of training %s %s", position, job_id, outcome, extra={"outcome": outcome}
+        )
     return outcome
 
 

@@ -15,10 +15,13 @@ from collections.abc import Callable
 
 import bpe
 from bpe.modes import get_mode
+from bpe.shards import ShardCounter
 from webapp.jobs.kind import DEFAULT_LIMITS, JobKind, QueueLimits
 from webapp.jobs.learning import LearningWatch
 from webapp.jobs.progress import Estimate, MergeEstimator, phase_of
 from webapp.jobs.settings import JobSettings
+from webapp.jobs.shard_counting import ShardCounting, counter_for
+from webapp.jobs.shard_store import ShardStore
 from webapp.jobs.store import JobRows, JobStore, Update
 from webapp.storage import faults
 from webapp.storage.db import Database
@@ -69,6 +72,7 @@ def train_job(
     *,
     report: Callable[[Update], None],
     should_stop: Callable[[], bool],
+    shard_counter: ShardCounter | None = None,
 ) -> bpe.Tokenizer:
     """Run bpe.train for a job's settings; `report` gets every progress step, with its phase,
     how far splitting has got, (while merging) the estimate of the time left, and what the
@@ -119,7 +123,13 @@ def train_job(
             )
         )
 
-    return bpe.train(text, progress=progress, should_stop=should_stop, **settings.train_kwargs())
+    return bpe.train(
+        text,
+        progress=progress,
+        should_stop=should_stop,
+        shard_counter=shard_counter,
+        **settings.train_kwargs(),
+    )
 
 
 class _Ticker:
@@ -175,12 +185,15 @@ def run_job(
     interval: float,
     stop: Callable[[], bool] | None = None,
     on_write: Callable[[int], None] | None = None,
+    counting: ShardCounting | None = None,
 ) -> JobStatus | None:
     """Train a job already claimed (`running`) and record how it ended; returns that status.
 
     `stop` is an extra, cheaper stop check (the embedded runner's flag); the row's
     `cancel_requested` is read with every progress write and heartbeat either way.
-    `on_write` (tests) is called with the job id after each progress write.
+    `on_write` (tests) is called with the job id after each progress write. With `counting`
+    (the Celery backend), chunked and words training count their shards on every worker
+    (webapp/jobs/shard_counting.py).
     """
     ticker = _Ticker(store, job_id, interval, on_write)
 
@@ -190,7 +203,12 @@ def run_job(
     try:
         ticker.report(Update(phase="reading"))
         settings, text = store.job_input(job_id)
-        tok = train_job(settings, text, report=ticker.report, should_stop=should_stop)
+        counter = None
+        if counting is not None and settings.mode in ("chunked", "words"):
+            counter = counter_for(counting, ShardStore(store.database), job_id)
+        tok = train_job(
+            settings, text, report=ticker.report, should_stop=should_stop, shard_counter=counter
+        )
     except LookupError:
         return None  # the job is gone: nothing to record
     except bpe.TrainingCancelled:
@@ -227,6 +245,9 @@ class TrainingKind(JobKind):
     process_name = "train"
     noun = "training"
 
+    def __init__(self, counting: ShardCounting | None = None) -> None:
+        self.counting = counting  # count shards on every Celery worker (the Celery backend)
+
     def make_rows(self, database: Database, limits: QueueLimits = DEFAULT_LIMITS) -> JobStore:
         return JobStore(
             database,
@@ -246,7 +267,9 @@ class TrainingKind(JobKind):
     ) -> JobStatus | None:
         if not isinstance(rows, JobStore):
             raise TypeError(f"a training runs on the rows of `make_rows`, not {rows!r}")
-        return run_job(rows, job_id, interval=interval, stop=stop, on_write=on_write)
+        return run_job(
+            rows, job_id, interval=interval, stop=stop, on_write=on_write, counting=self.counting
+        )
 
     def unsent(self, rows: JobRows, job_id: int) -> None:
         # Nothing ran, nothing failed: the job is cancelled, and can be run again.

@@ -530,3 +530,22 @@ class LanguageCount(Base):
         ForeignKey("parallel_texts.id", ondelete="CASCADE"), primary_key=True
     )
     tokens: Mapped[int] = mapped_column(Integer)
+
+
+class CountShard(Base):
+    """One shard of a training's text, counted by whichever worker claims it first
+    (webapp/jobs/shard_store.py, docs/operations.md "Counting on every worker"): the text
+    until it is counted, then its pre-tokens' counts as JSON. The rows live while the job
+    counts; the job deletes them once it has added them up."""
+
+    __tablename__ = "count_shards"
+
+    job_id: Mapped[int] = mapped_column(
+        ForeignKey("training_jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)  # the shard's order
+    state: Mapped[str] = mapped_column(String(16), default="todo")  # todo, counting, done
+    text: Mapped[str] = mapped_column(Text)
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime)
+    counted_by: Mapped[str | None] = mapped_column(String(255))  # host:pid of the counter
+    counts: Mapped[str | None] = mapped_column(Text)  # JSON {pre-token: count}, shard order
