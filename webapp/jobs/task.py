@@ -203,9 +203,7 @@ def run_job(
     try:
         ticker.report(Update(phase="reading"))
         settings, text = store.job_input(job_id)
-        counter = None
-        if counting is not None and settings.mode in ("chunked", "words"):
-            counter = counter_for(counting, ShardStore(store.database), job_id)
+        counter = _shard_counter(counting, store, job_id, settings.mode, len(text))
         tok = train_job(
             settings, text, report=ticker.report, should_stop=should_stop, shard_counter=counter
         )
@@ -228,6 +226,16 @@ def run_job(
         error = f"The trained tokeniser could not be stored. {reason}"
         return _finish(store, job_id, JobStatus.FAILED, error, ticker.elapsed())
     return JobStatus.SUCCEEDED if stored else store.status(job_id)
+
+
+def _shard_counter(
+    counting: ShardCounting | None, store: JobStore, job_id: int, mode: str, chars: int
+) -> ShardCounter | None:
+    """Where a training's shards are counted; None: by the library in this process (naive
+    mode, and text of one shard, which keeps the finer splitting bar of that path)."""
+    if counting is None or mode not in ("chunked", "words") or chars <= counting.shard_chars:
+        return None
+    return counter_for(counting, ShardStore(store.database), job_id)
 
 
 def _finish(
