@@ -299,9 +299,13 @@ def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
     total = session.scalar(select(func.count()).select_from(ranks.subquery())) or 0
     paging = query.paging
     order = MERGE_SORTS[query.sort][1]
-    page_ranks = (
+    # The page's ranks first, then their rows by that list: given `rank IN (subquery)`,
+    # PostgreSQL planned whole-table joins of a 446,000-merge import (minutes for one page).
+    page_ranks = session.scalars(
         ranks.order_by(*order).limit(paging.per_page).offset((paging.page - 1) * paging.per_page)
-    )
+    ).all()
+    if not page_ranks:
+        return Page(rows=[], total=total, paging=paging)
     rows = session.execute(
         select(
             Merge.rank,
@@ -320,7 +324,7 @@ def merges_page(session: Session, row: Tokenizer, query: MergeQuery) -> Page:
         .join(left, joined(left, Merge.left_id))
         .join(right, joined(right, Merge.right_id))
         .join(new, joined(new, Merge.new_id))
-        .where(Merge.tokenizer_id == row.id, Merge.rank.in_(page_ranks.scalar_subquery()))
+        .where(Merge.tokenizer_id == row.id, Merge.rank.in_(page_ranks))
         .order_by(*order)
     ).all()
     return Page(rows=list(rows), total=total, paging=paging)

@@ -114,9 +114,16 @@ def execute_update(session: Session, statement: Update) -> CursorResult[Any]:
     return cast(CursorResult[Any], session.execute(statement))
 
 
+def _pg_connect_args(url: str) -> dict[str, Any]:
+    return {"prepare_threshold": None} if url.startswith("postgresql+psycopg") else {}
+
+
 def _make_engine(url: str, busy_timeout: float) -> Engine:
     if not url.startswith("sqlite"):
-        engine = create_engine(url, pool_pre_ping=True)
+        # No server-side prepared statements (psycopg prepares a query after 5 runs): their
+        # generic plan ignores which tokeniser is asked for, and one import's 446,000 merges
+        # beside tokenisers of a few hundred made it a plan for the small ones, minutes long.
+        engine = create_engine(url, pool_pre_ping=True, connect_args=_pg_connect_args(url))
 
         @event.listens_for(engine, "begin")
         def _pg_begin(conn: Connection) -> None:
