@@ -449,11 +449,12 @@ def test_both_workers_count_one_trainings_shards_and_the_merges_are_unsharded(
     text = random_words(40_000)
     corpus = corpus_of(web, text)
     owner = ensure_owner(web, TEST_OWNER_TOKEN)
-    job_id = web.extensions["bpe_jobs"].submit(corpus.id, settings, owner_id=owner)
     # The training holds one slot of one worker; the tasks get the other three. It never
-    # counts a shard itself here (help after 60 s), so every shard is a task's.
+    # counts a shard itself here (help after 60 s), so every shard is a task's. Both workers
+    # are up before the job is sent: the shards must not all go to the first one to start.
     env = {"BPE_SHARD_CHARS": str(SHARD_CHARS), "BPE_SHARD_HELP_AFTER": "60"}
     first, second = celery_workers(2, env=env), celery_workers(2, env=env)
+    job_id = web.extensions["bpe_jobs"].submit(corpus.id, settings, owner_id=owner)
     wait_for(lambda: job(web, job_id).finished, timeout=240)
     shards = len(cut_text(text, rule_of(settings), shard_chars=SHARD_CHARS))
     assert shards > 20
