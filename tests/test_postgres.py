@@ -39,6 +39,37 @@ def test_no_query_is_prepared_on_the_server(app):
         assert connection.connection.dbapi_connection.prepare_threshold is None
 
 
+def test_storing_a_large_tokeniser_refreshes_the_planners_statistics(app):
+    """Planned on statistics from before a large import, its vocabulary page took a nested
+    loop of minutes until autovacuum got to the tables: storing it analyzes them."""
+    from bpe.importers import import_path
+    from tests.reference_files import reference_dir
+    from webapp.storage.convert import store_imported
+
+    database = app.extensions["bpe_db"]
+    with database.session_scope() as session:
+        row = store_imported(session, import_path(reference_dir() / "gpt2.tiktoken"))
+    with database.read_scope() as session:
+        stats = session.execute(
+            text(
+                "SELECT relname, last_analyze FROM pg_stat_user_tables"
+                " WHERE relname IN ('merges', 'vocab_entries')"
+            )
+        ).all()
+        assert len(stats) == 2 and all(analyzed is not None for _, analyzed in stats), stats
+        # ...and the statistics know the new tokeniser: the planner expects its rows.
+        plan = (
+            session.execute(
+                text("EXPLAIN SELECT * FROM vocab_entries WHERE tokenizer_id = :t"), {"t": row.id}
+            )
+            .scalars()
+            .all()
+        )
+        first = next(line for line in plan if "rows=" in line)
+        rows = int(first.split("rows=")[1].split()[0])
+        assert rows > 10_000, plan
+
+
 def test_text_is_converted_on_the_server_exactly(app, client, owner):
     data = "naïve 東京 😀 \\ ' \" line\n".encode() * 100
     response = client.post(
