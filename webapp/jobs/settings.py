@@ -91,6 +91,13 @@ class JobSettings:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
+    def split_regex(self) -> str | None:
+        """The regex chunked training splits by (None in a mode without one): the learning
+        watch and the counting tasks cut the text exactly as the training does."""
+        if not get_mode(self.mode).uses_pattern:
+            return None
+        return bpe.resolve_pattern(self.pattern or "gpt4")
+
     def train_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `bpe.train` (everything but the text)."""
         kwargs: dict[str, Any] = {

@@ -19,8 +19,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import bpe
-from bpe.modes import get_mode
 from bpe.shards import ShardCounter, ShardRule, add_counts, cut_text, rule_for
 from bpe.training_types import StopFn, TrainingCancelled
 from webapp.jobs.settings import JobSettings
@@ -131,6 +129,4 @@ def count_one(store: ShardStore, job_id: int, position: int, *, stale_after: flo
 
 def rule_of(settings: JobSettings) -> ShardRule:
     """The rule the job's training cuts and counts by (as webapp/jobs/task.py resolves it)."""
-    mode = get_mode(settings.mode)
-    pattern = bpe.resolve_pattern(settings.pattern or "gpt4") if mode.uses_pattern else None
-    return rule_for(settings.mode, pattern)
+    return rule_for(settings.mode, settings.split_regex())

@@ -15,11 +15,11 @@ import json
 import os
 import socket
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.orm import Session
 
+from webapp.jobs.store import database_clock
 from webapp.storage.db import Database, execute_update
 from webapp.storage.models import CountShard, TrainingJob, db_now
 
@@ -50,7 +50,7 @@ class ShardStore:
     def claim(self, job_id: int, position: int, *, stale_after: float) -> str | None:
         """This shard's text, now ours to count; None if it is counted or someone counts it."""
         with self.database.session_scope() as session:
-            cutoff = _clock(session) - timedelta(seconds=stale_after)
+            cutoff = database_clock(session) - timedelta(seconds=stale_after)
             claimable = (CountShard.state == TODO) | (
                 (CountShard.state == COUNTING) & (CountShard.claimed_at < cutoff)
             )
@@ -72,7 +72,7 @@ class ShardStore:
         """The first shard left to count, claimed: (position, text); None when none is left."""
         while True:
             with self.database.read_scope() as session:
-                cutoff = _clock(session) - timedelta(seconds=stale_after)
+                cutoff = database_clock(session) - timedelta(seconds=stale_after)
                 position = session.scalar(
                     select(CountShard.position)
                     .where(
@@ -156,7 +156,3 @@ class ShardStore:
                     TrainingJob.id == job_id, TrainingJob.status == "running"
                 )
             )
-
-
-def _clock(session: Session) -> datetime:
-    return session.execute(select(db_now())).scalar_one()

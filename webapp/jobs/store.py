@@ -77,6 +77,12 @@ class Census:
     heartbeat_ages: dict[str, float]  # "host:pid" of each worker running one -> its newest beat
 
 
+def database_clock(session: Session) -> datetime:
+    """The database's time now: every machine's heartbeats and claims are judged by this one
+    clock."""
+    return session.execute(select(db_now())).scalar_one()
+
+
 class JobRows:
     """The queue of one kind of job: its table's rows, as every kind's machinery moves them.
 
@@ -147,8 +153,7 @@ class JobRows:
 
     @staticmethod
     def _clock(session: Session) -> datetime:
-        """The database's time now: every machine's heartbeats are judged by this one clock."""
-        return session.execute(select(db_now())).scalar_one()
+        return database_clock(session)
 
     def _start(
         self, session: Session, job_id: int, condition: ColumnElement[bool] | None = None

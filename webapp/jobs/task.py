@@ -81,7 +81,7 @@ def train_job(
     # Words mode numbers characters sorted, as `bpe.word_sequences` does.
     alphabet = sorted({c for c in set(text) if not c.isspace()}) if mode.uses_alphabet else None
     namer = PairNamer(alphabet)
-    pattern = bpe.resolve_pattern(settings.pattern or "gpt4") if mode.uses_pattern else None
+    pattern = settings.split_regex()
     watch = LearningWatch(settings.mode, text, pattern=pattern, alphabet=alphabet)
     splits = mode.uses_pattern or mode.uses_alphabet
     estimator = MergeEstimator()
