@@ -112,8 +112,14 @@ def test_a_token_stream_is_one_tab_stop_with_arrow_keys_inside(browser, trained)
     page.fill("#play-text", TYPED * 10)  # dozens of chips
     stream = page.locator("#encoded .tokens[role=list]")
     expect(stream.locator(".tok").nth(20)).to_be_visible()
-    page.locator("#play-text").blur()  # its change event encodes once more: let that land
-    page.wait_for_load_state("networkidle")
+    # Leaving the box fires its change event, which encodes once more and swaps the stream:
+    # focus given to the old stream would be lost with it, so wait for that swap to settle
+    # ("networkidle" does not wait for htmx's requests once the page has loaded).
+    with page.expect_response(lambda answer: answer.request.method == "POST"):
+        page.locator("#play-text").blur()
+    page.wait_for_function(
+        "!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
     stream.focus()
     page.keyboard.press("ArrowRight")
     first = stream.locator(".tok").first

@@ -159,7 +159,10 @@ def merges_of(app, job_id: int) -> list:
 def test_jobs_queued_when_redis_is_killed_all_finish(
     redis, app_config, celery_workers, random_words
 ):
-    app_config.update(WEB_SETTINGS, CELERY_BROKER_URL=redis.url)
+    # What is lost here is the queue, not a worker: the running job's heartbeats go on, so the
+    # 3 s window the clock test needs only measures how starved its niced child is on a busy
+    # machine (it marked the running job interrupted once at load 5).
+    app_config.update(WEB_SETTINGS, CELERY_BROKER_URL=redis.url, JOBS_STALE_AFTER=30.0)
     app_config.setdefault("JOB_QUEUE", f"bpe-test-{os.urandom(6).hex()}")
     app = create_app(app_config, run_jobs=True)
     try:
