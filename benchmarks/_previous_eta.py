@@ -1,103 +1,138 @@
 """The job page's previous time-left estimator, kept only as benchmarks/eta_check.py's peer.
 
-It fitted each step's wall seconds ~= per_merge * merges + per_token * tokens removed over the
-recent half of merging, and extrapolated the falling counts; webapp/jobs/progress.py replaced
-it (docs/training.md, "Time left").
+It fitted the trainer's CPU time two ways, a fixed cost per merge plus a cost per token removed
+(which ran high: the "fixed" part falls too) and the CPU time per merge as a power of the rank
+(from a tenth of the merges done), and showed their geometric mean; webapp/jobs/progress.py
+replaced it (docs/training.md, "Time left"). It reads the reports as the new one does, and
+its estimates run down between two as the page's now do (Estimate.aged), so the two differ in
+their fits, pace and tear-down only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
 from _common import ROOT  # noqa: F401 - puts this checkout first on sys.path
 
-from webapp.jobs.progress import MergeEstimator
+from webapp.jobs.progress import Estimate, MergeEstimator, _Sample
 
 
-@dataclass(frozen=True)
-class _Sample:
-    seconds: float  # since merging began
-    merges: int
-    removed: int  # tokens the merges so far took out of the training data
-    count: int  # the count of the pair merged last
+class PreviousEstimator(MergeEstimator):
+    """Seconds of training left while merging, as the job page estimated them before."""
 
+    TEARDOWN_CPU = 0.04
+    TEARDOWN_SHARE = 0.02
+    PACE_SHARE = 0.2
 
-class PreviousEstimator:
-    """Seconds of merging left, as the job page estimated them before (a wall-time fit)."""
-
-    MIN_SECONDS = 0.5  # of merging observed before any estimate
-    MIN_FRACTION = 0.02  # of the target merged before any estimate
-    MIN_SAMPLES = 5
-
-    def __init__(self) -> None:
-        self.start: float | None = None  # when merging began (the last report before it)
-        self.initial_tokens: int | None = None
-        self.target = 0
-        self.samples: list[_Sample] = []
-        self._last_before: float | None = None
-
-    def observe(
-        self, now: float, merges_done: int, merges_target: int, count: int, total_tokens: int
-    ) -> None:
-        """Feed every progress report (any phase), with a monotonic time."""
-        if not merges_done:
-            self._last_before = now
-            if total_tokens:
-                self.initial_tokens = total_tokens
-            return
-        if self.start is None:
-            self.start = self._last_before if self._last_before is not None else now
-            if self.initial_tokens is None:
-                # No set-up report (the reference trainer): the first merges removed ~count each.
-                self.initial_tokens = total_tokens + count * merges_done
-        removed = max(0, (self.initial_tokens or total_tokens) - total_tokens)
-        if len(self.samples) >= 4000:
-            self.samples = self.samples[::2]  # a long run keeps every other sample, bounded
-        self.samples.append(_Sample(now - self.start, merges_done, removed, count))
-        self.target = merges_target
-
-    def seconds_left(self) -> float | None:
+    def estimate(self) -> Estimate | None:
         if len(self.samples) < self.MIN_SAMPLES:
             return None
         last = self.samples[-1]
-        if last.seconds < self.MIN_SECONDS or last.merges < self.MIN_FRACTION * self.target:
+        if last.wall < self.MIN_SECONDS or last.merges < self.MIN_FRACTION * self.target:
             return None
-        per_merge, per_token = self._fit()
-        left = max(0, self.target - last.merges)
-        return per_merge * left + per_token * self._future_removed(last)
+        edges = self._edges()
+        if edges is None:
+            return None
+        high, low = self._cost_fit(edges), self._power_fit(edges)
+        if high is None or low is None:
+            return None
+        extra = max(self.TEARDOWN_CPU, self.TEARDOWN_SHARE * self.setup_cpu)
+        pace = self._pace()
+        high, low = (high + extra) * pace, (low + extra) * pace
+        high, low = max(high, low), min(high, low)
+        assert self.start is not None
+        return Estimate(math.sqrt(high * low), low, high, self.start[0] + last.wall)
 
-    def _recent(self) -> list[_Sample]:
-        """The samples of the later half of the merging time so far (what is coming is more
-        like what just happened than like the first, most expensive merges)."""
-        half = self.samples[-1].seconds / 2
-        recent = [s for s in self.samples if s.seconds >= half]
-        return recent if len(recent) >= 3 else self.samples[-3:]
-
-    def _fit(self) -> tuple[float, float]:
-        """Each step's seconds ~= per_merge * merges + per_token * tokens removed, least
-        squares over the recent steps, both costs kept non-negative."""
-        recent = self._recent()
-        steps = [
-            (b.seconds - a.seconds, b.merges - a.merges, b.removed - a.removed)
-            for a, b in zip(recent, recent[1:], strict=False)
-        ]
-        smm = sum(m * m for _, m, _ in steps)
-        srr = sum(r * r for _, _, r in steps)
-        smr = sum(m * r for _, m, r in steps)
-        stm = sum(t * m for t, m, _ in steps)
-        str_ = sum(t * r for t, _, r in steps)
+    def _cost_fit(self, edges: list[float]) -> float | None:
+        """CPU seconds left if each merge costs per_merge + per_token * tokens it removes:
+        both fitted to the windows (least squares on the relative error, both kept
+        non-negative), the tokens still to remove extrapolated from the falling counts."""
+        steps = [(t, dm, dr) for t, dm, dr, _ in self._windows(edges)]
+        if len(steps) < 3:
+            return None
+        weights = [1 / t**2 for t, _, _ in steps]
+        rows = list(zip(weights, steps, strict=True))
+        smm = sum(w * dm * dm for w, (_, dm, _) in rows)
+        srr = sum(w * dr * dr for w, (_, _, dr) in rows)
+        smr = sum(w * dm * dr for w, (_, dm, dr) in rows)
+        stm = sum(w * t * dm for w, (t, dm, _) in rows)
+        str_ = sum(w * t * dr for w, (t, _, dr) in rows)
         det = smm * srr - smr * smr
-        if det > 0:
+        a = b = -1.0
+        if det > 1e-12 * smm * srr:
             a = (stm * srr - str_ * smr) / det
             b = (str_ * smm - stm * smr) / det
-            if a >= 0 and b >= 0:
-                return a, b
-        # One cost only: whichever of the two fits the steps better.
-        a = stm / smm if smm else 0.0
-        b = str_ / srr if srr else 0.0
-        err_a = sum((t - a * m) ** 2 for t, m, _ in steps)
-        err_b = sum((t - b * r) ** 2 for t, _, r in steps)
-        return (a, 0.0) if err_a <= err_b or not srr else (0.0, b)
+        if a < 0 or b < 0:  # one cost only: whichever of the two fits the windows better
+            a = stm / smm if smm else 0.0
+            b = str_ / srr if srr else 0.0
+            err_a = sum(w * (t - a * dm) ** 2 for w, (t, dm, _) in rows)
+            err_b = sum(w * (t - b * dr) ** 2 for w, (t, _, dr) in rows)
+            a, b = (a, 0.0) if err_a <= err_b or not srr else (0.0, b)
+        last = self.samples[-1]
+        left = max(0, self.target - last.merges)
+        return a * left + b * self._future_removed(last)
 
-    # The falling counts were extrapolated as the estimator does still.
-    _future_removed = MergeEstimator._future_removed
+    def _power_fit(self, edges: list[float]) -> float | None:
+        """CPU seconds left if the time per merge is k * rank ** -beta: beta fitted on log
+        time per merge against log rank over the windows, k so that the later half of the
+        fitted ranks took what it took."""
+        windows = self._windows(edges)
+        if len(windows) < 3:
+            return None
+        xs = [math.log(mid) for _, _, _, mid in windows]
+        ys = [math.log(t / dm) for t, dm, _, _ in windows]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        if sxx <= 0:
+            return None
+        beta = -sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+        beta = min(max(beta, self.BETA[0]), self.BETA[1])
+
+        def integral(a: float, b: float) -> float:  # of rank ** -beta from a to b
+            if abs(1.0 - beta) < 1e-6:
+                return math.log(b / a)
+            return (b ** (1 - beta) - a ** (1 - beta)) / (1 - beta)
+
+        last = self.samples[-1]
+        half = math.sqrt(edges[0] * last.merges)
+        spent = last.cpu - self._at(half)[0]
+        if spent <= 0 or self.target <= last.merges:
+            return 0.0
+        return spent / integral(half, last.merges) * integral(last.merges, self.target)
+
+    def _pace(self) -> float:
+        """Wall seconds per CPU second of the trainer over the latest merges (the last
+        PACE_SHARE of the ranks done): how loaded the machine is now (1 with no CPU times)."""
+        last = self.samples[-1]
+        since = last.merges * (1 - self.PACE_SHARE)
+        first = next(s for s in self.samples if s.merges >= since)
+        if first is last or self.samples.index(first) > len(self.samples) - 3:
+            first = self.samples[max(0, len(self.samples) - 3)]
+        cpu, wall = last.cpu - first.cpu, last.wall - first.wall
+        if cpu <= 0 or wall <= 0:
+            return 1.0
+        return min(max(wall / cpu, 1.0), 50.0)
+
+    def _future_removed(self, last: _Sample) -> float:
+        """Tokens the remaining merges will take out, if counts keep falling as they have:
+        count(rank) ~ c * (rank / m) ** -alpha, alpha fitted on log count against log rank over
+        the later half of the ranks merged so far."""
+        m, n, c = last.merges, self.target, last.count
+        if c <= 0 or n <= m:
+            return 0.0
+        points = [
+            (math.log(s.merges), math.log(s.count))
+            for s in self.samples
+            if s.merges >= m / 2 and s.count > 0
+        ]
+        alpha = 1.0
+        if len(points) >= 3:
+            mx = sum(x for x, _ in points) / len(points)
+            my = sum(y for _, y in points) / len(points)
+            sxx = sum((x - mx) ** 2 for x, _ in points)
+            if sxx > 0:
+                alpha = -sum((x - mx) * (y - my) for x, y in points) / sxx
+        alpha = min(max(alpha, 0.2), 3.0)
+        if abs(1.0 - alpha) < 1e-6:
+            return c * m * math.log(n / m)
+        return c * m**alpha * (n ** (1 - alpha) - m ** (1 - alpha)) / (1 - alpha)

@@ -1,8 +1,8 @@
 """Is the job page's "time left" honest? Train naive and chunked on the 6.5 MB and the 57 MB
 English corpora, feed every progress report to the estimator the jobs use
 (webapp.jobs.progress.MergeEstimator, with the trainer thread's CPU time and a fresh estimate
-every 0.25 s, as webapp/jobs/task.py does), and compare what the page would show with the time
-that was actually left (until the trainer returned).
+every 0.25 s that runs down until the next, as webapp/jobs/task.py does), and compare what
+the page would show with the time that was actually left (until the trainer returned).
 
 The bar: from 20% of the merges on, every estimate shown within 1.5x of the truth either way
 (when both are under a second the page says "less than a second left", which is then true,
@@ -10,8 +10,9 @@ and such reports are counted as agreeing). Also printed: the ratio at 20%, 30%, 
 the merges, and where the first estimate came.
 
 Peers, from the same reports of the same run: the estimate the job page showed before this
-one (benchmarks/_previous_eta.py, a wall-time fit of a per-merge and a per-token cost over
-the recent half of merging) and the straight line (elapsed / merges done * merges left).
+one (benchmarks/_previous_eta.py, the geometric mean of a fixed-plus-per-token fit and a
+power-of-the-rank fit of the CPU time, run down between estimates like the new one) and the
+straight line (elapsed / merges done * merges left).
 
     .venv/bin/python benchmarks/eta_check.py [--corpora english_small english_large]
         [--modes naive chunked] [--naive-vocab 8000] [--chunked-vocab 16000] [--repeat 1]
@@ -42,7 +43,9 @@ MARKS = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
 
 
 class Shown:
-    """What one estimator shows: a fresh estimate every ESTIMATE_EVERY seconds, as a job."""
+    """What one estimator shows: a fresh estimate every ESTIMATE_EVERY seconds, as a job, and
+    in between that estimate run down by the time since it was made (Estimate.aged, as
+    webapp/jobs/task.py reports it)."""
 
     def __init__(self, estimate) -> None:
         self.estimate, self.at, self.value = estimate, float("-inf"), None
@@ -50,12 +53,12 @@ class Shown:
     def update(self, now: float) -> float | None:
         if now - self.at >= ESTIMATE_EVERY:
             self.at, self.value = now, self.estimate()
-        return self.value
+        return None if self.value is None else self.value.aged(now).seconds
 
 
 def run(text: str, mode: str, vocab: int) -> dict:
     new, old = MergeEstimator(), PreviousEstimator()
-    shown_new, shown_old = Shown(new.seconds_left), Shown(old.seconds_left)
+    shown_new, shown_old = Shown(new.estimate), Shown(old.estimate)
     started = time.monotonic()
     merging_from: list[float] = []
     reports: list[tuple[float, int, int, float | None, float | None, float | None]] = []
@@ -64,7 +67,7 @@ def run(text: str, mode: str, vocab: int) -> dict:
         now = time.monotonic()
         cpu = time.thread_time()
         new.observe(now, p.merges_done, p.merges_target, p.count, p.total_tokens, cpu=cpu)
-        old.observe(now, p.merges_done, p.merges_target, p.count, p.total_tokens)
+        old.observe(now, p.merges_done, p.merges_target, p.count, p.total_tokens, cpu=cpu)
         if not p.merges_done:
             merging_from[:] = [now]
             return

@@ -7,11 +7,11 @@ reports how far it is (merges done of a known target), so only merging gets a ba
 left; the others say what they are doing and for how long.
 
 The time left comes from the merges measured so far, not from "elapsed / done * remaining":
-each merge costs a fixed part plus a part that grows with how many tokens it rewrites, and
-the pair counts fall steeply as training goes on (roughly a power law in the merge's rank),
-so late merges are much cheaper than early ones and a straight-line guess is off by 10-1000x.
-`MergeEstimator` fits the two costs to the merges seen, extrapolates the falling counts to the
-target, and says nothing ("estimating…") until it has seen enough of the run.
+a merge costs about a power of the tokens it rewrites, and the pair counts fall steeply as
+training goes on (roughly a power law in the merge's rank), so late merges are much cheaper
+than early ones and a straight-line guess is off by 10-1000x. `MergeEstimator` fits that cost
+to the merges seen, extrapolates the falling counts to the target, and says nothing
+("estimating…") until it has seen enough of the run (docs/training.md, "Time left").
 """
 
 from __future__ import annotations
@@ -50,32 +50,45 @@ class _Sample:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Seconds of training left: the two fits' geometric mean, and the two themselves."""
+    """Seconds of training left as of the report at monotonic time `at`, and the range the
+    estimator would not be surprised by (docs/training.md, "Time left")."""
 
     seconds: float
     low: float
     high: float
+    at: float = 0.0
+
+    def aged(self, now: float) -> Estimate:
+        """The same prediction seen `now`: the end it foresees stays where it was, so the time
+        left runs down between two estimates (a fresh one is made every few reports)."""
+        gone = max(0.0, now - self.at)
+        return Estimate(
+            max(0.0, self.seconds - gone),
+            max(0.0, self.low - gone),
+            max(0.0, self.high - gone),
+            now,
+        )
 
 
 class MergeEstimator:
     """Seconds of training left while merging, from the merges seen so far; None until that
     is honest (docs/training.md, "Time left").
 
-    How a merge's cost evolves was measured on english_small and english_large, naive and
-    chunked (the traces behind benchmarks/eta_check.py): the trainer's CPU time per merge
-    falls steadily with the merge's rank (in naive mode about as count ** 0.75, the counts
-    themselves falling as a power of the rank), while the wall time per merge jumps whenever
-    the machine's load changes. So both fits are made on CPU time, over windows evenly spaced
-    in log rank from a tenth of the merges done so far to the last (a wide range is what tells
-    the shapes apart):
-    - `_cost_fit`: a fixed part per merge plus a part per token it removes, the counts still
-      to come extrapolated as a power law; it runs high (the fixed part falls too);
-    - `_power_fit`: the CPU time per merge as a power of the rank; it runs low (the fall
-      slows down late in a run).
-    The estimate is their geometric mean and the range between them is shown with it. The CPU
-    time left is turned into wall time at the pace of the latest fifth of the merges (how
-    loaded the machine is now), and the trainer's tear-down is added (TEARDOWN_CPU).
-    A fit on wall time alone was 2-8x off mid-job.
+    How a merge's cost evolves was measured on English, Chinese and source-code corpora, naive
+    and chunked (the traces behind benchmarks/eta_check.py): the trainer's CPU time per merge
+    is about a power (0.6-0.9) of the tokens the merge removes, the counts fall as a power of
+    the merge's rank (1.1-1.5, steepening as the run goes on), and the wall time per merge
+    jumps whenever the machine's load changes. So the fit is made on CPU time, over windows
+    evenly spaced in log rank from a tenth of the merges done so far to the last:
+    - `_count_fit` (the time shown): CPU per merge as k * (tokens removed per merge) ** gamma,
+      gamma fitted over the windows, k so that the latest windows took what they took, and the
+      counts still to come extrapolated as a power of the rank fitted on the later half;
+    - `_power_fit` (the other end of the range): CPU per merge as a power of the rank.
+    The CPU time left is turned into wall time at the pace of the latest merges (how loaded
+    the machine is now), and the trainer's tear-down is added (TEARDOWN_CPU). The range shown
+    with it spans both fits at both the latest pace and the pace since merging began.
+    A fit on wall time alone was 2-8x off mid-job; a fixed-plus-per-token cost ran 1.5-2.3x
+    high in naive mode, where the "fixed" part falls too.
     """
 
     MIN_SECONDS = 0.3  # of merging observed before any estimate
@@ -83,11 +96,20 @@ class MergeEstimator:
     MIN_SAMPLES = 8
     FIT_FROM = 0.1  # the fits cover ranks from this share of the merges done to the last
     WINDOWS = 10
-    PACE_SHARE = 0.2  # wall per CPU second over this latest share of the ranks merged
-    # The trainer's tear-down after the last merge took 0.01-0.1 s of CPU on both corpora (and
-    # its wall time the pace times that): at least TEARDOWN_CPU, more after a long set-up.
-    TEARDOWN_CPU = 0.04
+    ANCHOR_SHARE = 0.3  # a fit's scale is set by this latest share of its windows
+    COUNTS_FROM = 0.5  # the counts' power law is fitted on ranks from this share of the done
+    # Wall per CPU second over the latest PACE_SHARE of the ranks merged or the latest
+    # PACE_SECONDS, whichever is longer: on a loaded machine the pace of the next seconds was
+    # closer to that than to the latest fifth of the ranks alone (the last second of a short
+    # run is a few scheduler slices).
+    PACE_SHARE = 0.2
+    PACE_SECONDS = 3.0
+    # The trainer's tear-down after the last merge (freeing its pair tables and heap, a slice
+    # at a time) took 0.03-0.4 s of CPU on English, Chinese and code, naive and chunked: at
+    # least TEARDOWN_CPU, more after a long set-up.
+    TEARDOWN_CPU = 0.1
     TEARDOWN_SHARE = 0.02
+    GAMMA = (0.0, 1.5)  # the count fit's exponent is kept within these
     BETA = (0.2, 1.5)  # the power fit's exponent is kept within these
     MAX_SAMPLES = 4000
 
@@ -141,7 +163,7 @@ class MergeEstimator:
         return None if found is None else found.seconds
 
     def estimate(self) -> Estimate | None:
-        if len(self.samples) < self.MIN_SAMPLES:
+        if len(self.samples) < self.MIN_SAMPLES or self.start is None:
             return None
         last = self.samples[-1]
         if last.wall < self.MIN_SECONDS or last.merges < self.MIN_FRACTION * self.target:
@@ -149,14 +171,16 @@ class MergeEstimator:
         edges = self._edges()
         if edges is None:
             return None
-        high, low = self._cost_fit(edges), self._power_fit(edges)
-        if high is None or low is None:
+        shown, other = self._count_fit(edges), self._power_fit(edges)
+        if shown is None or other is None:
             return None
         extra = max(self.TEARDOWN_CPU, self.TEARDOWN_SHARE * self.setup_cpu)
-        pace = self._pace()
-        high, low = (high + extra) * pace, (low + extra) * pace
-        high, low = max(high, low), min(high, low)
-        return Estimate(math.sqrt(high * low), low, high)
+        fits = (shown + extra, other + extra)
+        now, overall = self._pace(), self._pace_overall()
+        seconds = fits[0] * now
+        low = min(min(fits) * min(now, overall), seconds)
+        high = max(max(fits) * max(now, overall), seconds)
+        return Estimate(seconds, low, high, self.start[0] + last.wall)
 
     def _edges(self) -> list[float] | None:
         """The fits' window edges, in merges: evenly spaced in log rank."""
@@ -184,96 +208,112 @@ class MergeEstimator:
         f = min(max((merges - a.merges) / (b.merges - a.merges), 0.0), 1.0)
         return a.cpu + f * (b.cpu - a.cpu), a.removed + f * (b.removed - a.removed)
 
-    def _cost_fit(self, edges: list[float]) -> float | None:
-        """CPU seconds left if each merge costs per_merge + per_token * tokens it removes:
-        both fitted to the windows (least squares on the relative error, both kept
-        non-negative), the tokens still to remove extrapolated from the falling counts."""
-        steps = [(t, dm, dr) for t, dm, dr, _ in self._windows(edges)]
-        if len(steps) < 3:
+    def _latest(self, windows: list[tuple[float, float, float, float]]) -> list:
+        """The windows that set a fit's scale: the latest ANCHOR_SHARE of them."""
+        return windows[-max(1, round(len(windows) * self.ANCHOR_SHARE)) :]
+
+    def _count_fit(self, edges: list[float]) -> float | None:
+        """CPU seconds left if a merge costs k * removed ** gamma, `removed` the tokens it takes
+        out: gamma is the slope of log CPU per merge against log tokens removed per merge over
+        the windows, k is set by the latest windows, and the counts still to come follow
+        count(rank) = c * (rank / m) ** -alpha from the pace of removal over the latest merges.
+        """
+        windows = [w for w in self._windows(edges) if w[2] > 0]
+        if len(windows) < 3:
             return None
-        weights = [1 / t**2 for t, _, _ in steps]
-        rows = list(zip(weights, steps, strict=True))
-        smm = sum(w * dm * dm for w, (_, dm, _) in rows)
-        srr = sum(w * dr * dr for w, (_, _, dr) in rows)
-        smr = sum(w * dm * dr for w, (_, dm, dr) in rows)
-        stm = sum(w * t * dm for w, (t, dm, _) in rows)
-        str_ = sum(w * t * dr for w, (t, _, dr) in rows)
-        det = smm * srr - smr * smr
-        a = b = -1.0
-        if det > 1e-12 * smm * srr:
-            a = (stm * srr - str_ * smr) / det
-            b = (str_ * smm - stm * smr) / det
-        if a < 0 or b < 0:  # one cost only: whichever of the two fits the windows better
-            a = stm / smm if smm else 0.0
-            b = str_ / srr if srr else 0.0
-            err_a = sum(w * (t - a * dm) ** 2 for w, (t, dm, _) in rows)
-            err_b = sum(w * (t - b * dr) ** 2 for w, (t, _, dr) in rows)
-            a, b = (a, 0.0) if err_a <= err_b or not srr else (0.0, b)
+        gamma = _slope(
+            [math.log(dr / dm) for _, dm, dr, _ in windows],
+            [math.log(t / dm) for t, dm, _, _ in windows],
+        )
+        gamma = min(max(1.0 if gamma is None else gamma, self.GAMMA[0]), self.GAMMA[1])
+        latest = self._latest(windows)
+        k = sum(t for t, _, _, _ in latest) / sum(
+            dm * (dr / dm) ** gamma for _, dm, dr, _ in latest
+        )
         last = self.samples[-1]
-        left = max(0, self.target - last.merges)
-        return a * left + b * self._future_removed(last)
+        m, n = last.merges, self.target
+        if n <= m:
+            return 0.0
+        beta = self._count_exponent(last) * gamma
+        count, rank = self._recent_count(last)
+        return k * count**gamma * rank**beta * _integral(m, n, beta)
 
     def _power_fit(self, edges: list[float]) -> float | None:
         """CPU seconds left if the time per merge is k * rank ** -beta: beta fitted on log
-        time per merge against log rank over the windows, k so that the later half of the
-        fitted ranks took what it took."""
+        time per merge against log rank over the windows, k set by the latest windows."""
         windows = self._windows(edges)
         if len(windows) < 3:
             return None
-        xs = [math.log(mid) for _, _, _, mid in windows]
-        ys = [math.log(t / dm) for t, dm, _, _ in windows]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        if sxx <= 0:
+        slope = _slope(
+            [math.log(mid) for _, _, _, mid in windows],
+            [math.log(t / dm) for t, dm, _, _ in windows],
+        )
+        if slope is None:
             return None
-        beta = -sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-        beta = min(max(beta, self.BETA[0]), self.BETA[1])
-
-        def integral(a: float, b: float) -> float:  # of rank ** -beta from a to b
-            if abs(1.0 - beta) < 1e-6:
-                return math.log(b / a)
-            return (b ** (1 - beta) - a ** (1 - beta)) / (1 - beta)
-
+        beta = min(max(-slope, self.BETA[0]), self.BETA[1])
+        latest = self._latest(windows)
+        k = sum(t for t, _, _, _ in latest) / sum(dm * mid**-beta for _, dm, _, mid in latest)
         last = self.samples[-1]
-        half = math.sqrt(edges[0] * last.merges)
-        spent = last.cpu - self._at(half)[0]
-        if spent <= 0 or self.target <= last.merges:
+        if self.target <= last.merges:
             return 0.0
-        return spent / integral(half, last.merges) * integral(last.merges, self.target)
+        return k * _integral(last.merges, self.target, beta)
 
     def _pace(self) -> float:
-        """Wall seconds per CPU second of the trainer over the latest merges (the last
-        PACE_SHARE of the ranks done): how loaded the machine is now (1 with no CPU times)."""
-        last = self.samples[-1]
+        """Wall seconds per CPU second of the trainer now: over the latest PACE_SHARE of the
+        ranks done or the latest PACE_SECONDS, whichever is longer (1 with no CPU times)."""
+        samples = self.samples
+        last = samples[-1]
         since = last.merges * (1 - self.PACE_SHARE)
-        first = next(s for s in self.samples if s.merges >= since)
-        if first is last or self.samples.index(first) > len(self.samples) - 3:
-            first = self.samples[max(0, len(self.samples) - 3)]
+        i = bisect_left(samples, since, key=lambda s: s.merges)
+        j = bisect_left(samples, last.wall - self.PACE_SECONDS, key=lambda s: s.wall)
+        return self._pace_from(samples[max(0, min(i, j, len(samples) - 3))])
+
+    def _pace_overall(self) -> float:
+        """Wall seconds per CPU second since merging began."""
+        return self._pace_from(_Sample(0.0, 0.0, 0, 0, 0))
+
+    def _pace_from(self, first: _Sample) -> float:
+        last = self.samples[-1]
         cpu, wall = last.cpu - first.cpu, last.wall - first.wall
         if cpu <= 0 or wall <= 0:
             return 1.0
         return min(max(wall / cpu, 1.0), 50.0)
 
-    def _future_removed(self, last: _Sample) -> float:
-        """Tokens the remaining merges will take out, if counts keep falling as they have:
-        count(rank) ~ c * (rank / m) ** -alpha, alpha fitted on log count against log rank over
-        the later half of the ranks merged so far."""
-        m, n, c = last.merges, self.target, last.count
-        if c <= 0 or n <= m:
-            return 0.0
+    def _count_exponent(self, last: _Sample) -> float:
+        """alpha of count(rank) ~ rank ** -alpha, fitted on log count against log rank over the
+        later ranks merged so far (the fall steepens as a run goes on)."""
         points = [
             (math.log(s.merges), math.log(s.count))
             for s in self.samples
-            if s.merges >= m / 2 and s.count > 0
+            if s.merges >= last.merges * self.COUNTS_FROM and s.count > 0
         ]
-        alpha = 1.0
+        slope = None
         if len(points) >= 3:
-            mx = sum(x for x, _ in points) / len(points)
-            my = sum(y for _, y in points) / len(points)
-            sxx = sum((x - mx) ** 2 for x, _ in points)
-            if sxx > 0:
-                alpha = -sum((x - mx) * (y - my) for x, y in points) / sxx
-        alpha = min(max(alpha, 0.2), 3.0)
-        if abs(1.0 - alpha) < 1e-6:
-            return c * m * math.log(n / m)
-        return c * m**alpha * (n ** (1 - alpha) - m ** (1 - alpha)) / (1 - alpha)
+            slope = _slope([x for x, _ in points], [y for _, y in points])
+        return min(max(1.0 if slope is None else -slope, 0.2), 3.0)
+
+    def _recent_count(self, last: _Sample) -> tuple[float, float]:
+        """(tokens removed per merge, rank) over the latest tenth of the ranks: where the
+        extrapolated counts start (steadier than one pair's count). A falling count averaged
+        over ranks a..b is about its value at sqrt(a * b), so that is the rank given."""
+        first = self.samples[bisect_left(self.samples, 0.9 * last.merges, key=lambda s: s.merges)]
+        if last.merges > first.merges and last.removed > first.removed:
+            rate = (last.removed - first.removed) / (last.merges - first.merges)
+            return rate, math.sqrt(first.merges * last.merges)
+        return float(max(last.count, 1)), float(last.merges)
+
+
+def _slope(xs: list[float], ys: list[float]) -> float | None:
+    """The least-squares slope of ys against xs (None if the xs do not vary)."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+
+
+def _integral(a: float, b: float, exponent: float) -> float:
+    """The integral of rank ** -exponent from rank a to rank b."""
+    if abs(1.0 - exponent) < 1e-6:
+        return math.log(b / a)
+    return (b ** (1 - exponent) - a ** (1 - exponent)) / (1 - exponent)

@@ -107,7 +107,9 @@ def train_job(
             estimated_at[0], learning[0], drawn[0] = now, watch.snapshot(), p.merges_done
             if phase == "merging":
                 estimate[0] = estimator.estimate()
-        shown = estimate[0] if phase == "merging" else None
+        # Between two estimates the time left runs down from the last one (its end stays put).
+        made = estimate[0] if phase == "merging" else None
+        shown = None if made is None else made.aged(now)
         # A target of 0 means the text is still being split: the target is not known yet.
         report(
             Update(

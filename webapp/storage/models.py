@@ -308,7 +308,8 @@ class TrainingJob(JobDelivery, Base):
     current_count: Mapped[int | None] = mapped_column(Integer)
     elapsed_seconds: Mapped[float | None] = mapped_column(Float)
     estimate_seconds: Mapped[float | None] = mapped_column(Float)  # remaining; None: not yet
-    # The range the estimate lies in (webapp/jobs/progress.py, two fits), with it (migration 0020).
+    # The range the estimate lies in (webapp/jobs/progress.py: two fits at two paces), with it
+    # (migration 0020).
     estimate_low: Mapped[float | None] = mapped_column(Float)
     estimate_high: Mapped[float | None] = mapped_column(Float)
     # While the text is split: characters split so far, of all (migration 0020).
