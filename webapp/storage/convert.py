@@ -183,14 +183,17 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
     specials = set(tok.special_tokens.values())
     ordinary = set(tok.ordinary_ids)
     vocab = tok.vocab
+    # What a token stands for, which the lists show, measure and sort by: its bytes, but a
+    # space for Llama 2's `▁` and the byte for its `<0xNN>` (the row keeps `raw`, which loading
+    # reads back). Asked per token only where a pipeline respells them: 200,000 calls else.
+    pipeline = tok.hf_pipeline
+    respelled = pipeline is not None and pipeline.spelling != "byte_level"
+    ends = tok.ends_word
     rows = []
     for token_id in sorted(vocab):
         raw = vocab[token_id]
-        # What the token stands for, which the lists show, measure and sort by: its bytes, but
-        # a space for Llama 2's `▁` and the byte for its `<0xNN>` (the row keeps `raw`, which
-        # loading reads back).
-        shown = tok.display_bytes(token_id)
-        ends_word = tok.ends_word(token_id)
+        shown = tok.display_bytes(token_id) if respelled else raw
+        ends_word = ends(token_id)
         special = token_id in specials
         try:  # decoded once, for the category and the text shown
             text = shown.decode("utf-8")
