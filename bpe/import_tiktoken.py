@@ -12,7 +12,6 @@ derived from the ranks for display.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import json
@@ -64,6 +63,9 @@ def parse_rank_file(raw: bytes, *, source: str = "the rank file") -> dict[bytes,
     """token bytes -> rank, naming the line at fault if anything is off."""
     ranks: dict[bytes, int] = {}
     seen_ranks: set[int] = set()
+    # base64.b64decode(field, validate=True) is this call behind a Python wrapper that cost a
+    # fifth of reading o200k_base's 200,000 lines.
+    decode = binascii.a2b_base64
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
@@ -71,7 +73,7 @@ def parse_rank_file(raw: bytes, *, source: str = "the rank file") -> dict[bytes,
         try:
             if len(fields) != 2:
                 raise ValueError
-            token = base64.b64decode(fields[0], validate=True)
+            token = decode(fields[0], strict_mode=True)
             rank = int(fields[1])
         except (ValueError, binascii.Error):
             raise TokenizerFileError(

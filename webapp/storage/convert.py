@@ -18,10 +18,12 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from operator import itemgetter
+from typing import Any, cast
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
 import bpe
@@ -74,7 +76,8 @@ def _store(
     )
     session.add(row)
     session.flush()  # assigns row.id
-    _insert_batched(session, Merge, MERGE_COLUMNS, merge_rows(tok, row.id))
+    if not _insert_merges_packed(session, tok, row.id):
+        _insert_batched(session, Merge, MERGE_COLUMNS, merge_rows(tok, row.id))
     _insert_batched(session, VocabEntry, VOCAB_COLUMNS, vocab_rows(tok, row.id))
     _analyze_if_large(session, len(tok.merges) + tok.vocab_size)
     return row
@@ -180,14 +183,17 @@ def vocab_rows(tok: bpe.Tokenizer, tokenizer_id: int) -> list[tuple]:
     specials = set(tok.special_tokens.values())
     ordinary = set(tok.ordinary_ids)
     vocab = tok.vocab
+    # What a token stands for, which the lists show, measure and sort by: its bytes, but a
+    # space for Llama 2's `▁` and the byte for its `<0xNN>` (the row keeps `raw`, which loading
+    # reads back). Asked per token only where a pipeline respells them: 200,000 calls else.
+    pipeline = tok.hf_pipeline
+    respelled = pipeline is not None and pipeline.spelling != "byte_level"
+    ends = tok.ends_word
     rows = []
     for token_id in sorted(vocab):
         raw = vocab[token_id]
-        # What the token stands for, which the lists show, measure and sort by: its bytes, but
-        # a space for Llama 2's `▁` and the byte for its `<0xNN>` (the row keeps `raw`, which
-        # loading reads back).
-        shown = tok.display_bytes(token_id)
-        ends_word = tok.ends_word(token_id)
+        shown = tok.display_bytes(token_id) if respelled else raw
+        ends_word = ends(token_id)
         special = token_id in specials
         try:  # decoded once, for the category and the text shown
             text = shown.decode("utf-8")
@@ -225,7 +231,8 @@ def _insert_batched(
 ) -> None:
     """Bulk insert, the fastest way each back end offers: PostgreSQL's COPY, SQLite's
     executemany with a page cache big enough for the whole batch (an imported o200k_base is
-    400,000 rows, and the ORM's per-row parameter handling took most of the import's time)."""
+    400,000 rows, and the ORM's per-row parameter handling took most of the import's time).
+    `columns[0]` is `tokenizer_id`, the same in every row."""
     if not rows:
         return
     connection = session.connection()
@@ -238,21 +245,63 @@ def _insert_batched(
             for row in rows:
                 copy.write_row(row)
         return
+    # The driver binds every value of every row, one call each: what all rows share is not
+    # bound. The tokeniser's id is written into the statement once, and a column null in every
+    # row (an import's counts) is left to its default, null.
+    tokenizer_id = int(cast(int, rows[0][0]))
+    bound = [k for k in range(1, len(columns)) if any(row[k] is not None for row in rows)]
+    names = ", ".join(["tokenizer_id", *(columns[k] for k in bound)])
     style = connection.dialect.paramstyle
-    marks = ", ".join("?" if style == "qmark" else "%s" for _ in columns)
-    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
-    sqlite = connection.dialect.name == "sqlite"
-    if sqlite and len(rows) > _BATCH:
-        # The default 2 MB cache spills a big transaction's index pages to the WAL again and
-        # again; 64 MB holds them. Set for this transaction only, then put back.
-        before = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
-        connection.exec_driver_sql("PRAGMA cache_size=-65536")
+    marks = ", ".join([str(tokenizer_id), *("?" if style == "qmark" else "%s" for _ in bound)])
+    sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
+    if len(bound) == 1:
+        values: list[Any] = [(row[bound[0]],) for row in rows]
+    else:
+        values = list(map(itemgetter(*bound), rows))
+    with _big_cache(connection, len(rows)):
+        for start in range(0, len(values), _BATCH):
+            connection.exec_driver_sql(sql, values[start : start + _BATCH])
+
+
+@contextmanager
+def _big_cache(connection: Connection, rows: int) -> Iterator[None]:
+    """SQLite: the default 2 MB cache spills a big transaction's index pages to the WAL again
+    and again; 64 MB holds them. Set for this transaction only, then put back."""
+    if connection.dialect.name != "sqlite" or rows <= _BATCH:
+        yield
+        return
+    before = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
+    connection.exec_driver_sql("PRAGMA cache_size=-65536")
     try:
-        for start in range(0, len(rows), _BATCH):
-            connection.exec_driver_sql(sql, rows[start : start + _BATCH])
+        yield
     finally:
-        if sqlite and len(rows) > _BATCH:
-            connection.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
+        connection.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
+
+
+_ID_BITS = 21  # three ids below 2**21 fit one JSON integer below 2**63
+
+
+def _insert_merges_packed(session: Session, tok: bpe.Tokenizer, tokenizer_id: int) -> bool:
+    """SQLite, a tokeniser without counts (an import): its merges in one statement, each merge
+    one integer of a JSON array (left | right << 21 | new << 42) that SQLite's json_each
+    unpacks, its position the rank. Binding 200,000 rows of values one by one took twice as
+    long. False (nothing done) elsewhere, and for ids of 2**21 or more."""
+    connection = session.connection()
+    merges = tok.merges
+    if connection.dialect.name != "sqlite" or tok.training is not None or not merges:
+        return False
+    if max(map(max, merges)) >> _ID_BITS or min(map(min, merges)) < 0:
+        return False
+    packed = json.dumps([left | right << 21 | new << 42 for left, right, new in merges])
+    mask = (1 << _ID_BITS) - 1
+    with _big_cache(connection, len(merges)):
+        connection.exec_driver_sql(
+            "INSERT INTO merges (tokenizer_id, rank, left_id, right_id, new_id)"
+            f" SELECT {int(tokenizer_id)}, key, value & {mask}, (value >> 21) & {mask},"
+            " value >> 42 FROM json_each(?)",
+            (packed,),
+        )
+    return True
 
 
 # ----- rows -> bpe.Tokenizer -----------------------------------------------------------------
