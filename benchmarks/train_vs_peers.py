@@ -62,6 +62,9 @@ CASES = {
 PEERS = ["ours", "hf1", "hf", "rustbpe", "spm"]  # the default run
 ALL_PEERS = [*PEERS, "ours-mt", "rustbpe-mt"]
 JOBS_ENV = "TRAIN_VS_PEERS_JOBS"  # how the parent tells an -mt worker its N
+# The GPT-4 pattern, from the parent: a peer's process imports its own library, not ours
+# (`import bpe` took 0.1-0.3 s, which was charged to rustbpe and hf before).
+PATTERN_ENV = "TRAIN_VS_PEERS_PATTERN"
 
 
 # ----- the workers: each runs in its own process --------------------------------------------------
@@ -104,12 +107,10 @@ def work_ours_mt(case: Case, out: Path) -> dict:
 def hf_tokenizer(case: Case):
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
 
-    from bpe.patterns import GPT4_PATTERN
-
     tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     if case.mode == "chunked":
-        split = pre_tokenizers.Split(Regex(GPT4_PATTERN), behavior="isolated")
+        split = pre_tokenizers.Split(Regex(os.environ[PATTERN_ENV]), behavior="isolated")
         tok.pre_tokenizer = pre_tokenizers.Sequence([split, byte_level])
     else:
         tok.pre_tokenizer = byte_level
@@ -146,10 +147,8 @@ def count_hf(case: Case, out: Path) -> int:
 def work_rustbpe(case: Case, out: Path) -> dict:
     import rustbpe
 
-    from bpe.patterns import GPT4_PATTERN
-
     text = read_corpus(case)
-    pattern = GPT4_PATTERN if case.mode == "chunked" else LINES_PATTERN
+    pattern = os.environ[PATTERN_ENV] if case.mode == "chunked" else LINES_PATTERN
     tok = rustbpe.Tokenizer()
     tok.train_from_iterator(iter(line_blocks(text)), case.vocab_size, pattern=pattern)
     ranks = {token.hex(): rank for token, rank in tok.get_mergeable_ranks()}
@@ -232,7 +231,10 @@ def worker_main(role: str, peer: str, case_name: str, out: str) -> None:
 
 # ----- the parent: runs and measures each worker --------------------------------------------------
 def run_child(role: str, peer: str, case: Case, out: Path, timeout: float, jobs: int = 1) -> dict:
-    env = dict(os.environ)
+    sys.path.insert(0, str(REPO))
+    from bpe.patterns import GPT4_PATTERN
+
+    env = dict(os.environ, **{PATTERN_ENV: GPT4_PATTERN})
     env.pop("RAYON_NUM_THREADS", None)
     if peer in ("hf1", "rustbpe"):
         env["RAYON_NUM_THREADS"] = "1"
