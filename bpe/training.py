@@ -27,6 +27,7 @@ from bpe.shards import (
     ShardCounter,
     ShardProgressFn,
     ShardRule,
+    balanced_shard_chars,
     count_shards,
     cut_text,
     rule_for,
@@ -319,7 +320,7 @@ class Splitter:
         stop = self.clock.stop_fn()
         if self.shard_counter is not None:
             return self.shard_counter(text, rule, stop, self.clock.splitting(len(text)))
-        shards = cut_text(text, rule)
+        shards = cut_text(text, rule, shard_chars=balanced_shard_chars(len(text), self.jobs))
         return count_shards(shards, rule, jobs=self.jobs, total=len(shards), should_stop=stop)
 
     def counted(self, pieces: Iterable[str]) -> list[tuple[bytes, int]]:

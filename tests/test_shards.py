@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
+import bpe.training
 from bpe import cli, shards, train, train_files
 from bpe.chunk_counts import count_chunks
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN
@@ -91,6 +92,28 @@ def test_sharded_training_learns_the_same_merges(monkeypatch, mode, pattern):
     two = train(text, jobs=2, **options)
     assert two.merges == one.merges and two.alphabet == one.alphabet
     assert two.training.merge_counts == one.training.merge_counts
+
+
+@pytest.mark.parametrize("mode", ["chunked", "words"])
+def test_a_text_shorter_than_a_shard_per_process_is_cut_in_even_shards(monkeypatch, mode):
+    """Each process gets one shard of about the same size, not SHARD_CHARS and the rest."""
+    monkeypatch.setattr(shards, "SHARD_CHARS", 8_000)
+    sizes: list[list[int]] = []
+    real = bpe.training.count_shards
+
+    def noting(pieces, rule, **options):
+        pieces = list(pieces)
+        sizes.append([len(piece) for piece in pieces])
+        return real(pieces, rule, **options)
+
+    monkeypatch.setattr(bpe.training, "count_shards", noting)
+    text = "word " * 2_000  # 10,000 characters: 8,000 + 2,000 with SHARD_CHARS alone
+    assert (
+        train(text, vocab_size=300, mode=mode, jobs=2).merges
+        == train(text, vocab_size=300, mode=mode).merges
+    )
+    (cut,) = sizes
+    assert len(cut) == 2 and abs(cut[0] - cut[1]) <= 10, cut
 
 
 @pytest.mark.parametrize(("mode", "pattern"), [("chunked", "gpt4"), ("words", "")])
