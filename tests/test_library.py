@@ -301,6 +301,23 @@ def test_import_bpe_loads_neither_flask_nor_sqlalchemy():
     assert result.stdout.strip() == "[]"
 
 
+def test_import_bpe_and_training_leave_the_hf_pipeline_chat_templates_and_batches_unloaded():
+    """Every `bpe train` process and training job imports `bpe`: the HF pipeline, the chat
+    templates and the batch encoder's process pool (about a third of the package's import
+    time) load only when an HF import, a chat template or `encode_batch` asks for them."""
+    code = (
+        "import sys, bpe\n"
+        "bpe.train('hello world, ' * 50, vocab_size=260)\n"
+        "print(sorted(m for m in ('bpe.hf.pipeline', 'bpe.chat_types', 'bpe.batch')"
+        " if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize("trainer", ["reference", "efficient"])
 def test_a_stop_asked_for_after_the_last_merge_still_cancels(trainer):
     asked = []
