@@ -100,8 +100,24 @@ def cut_text(text: str, rule: ShardRule, *, shard_chars: int | None = None) -> l
 
     >>> cut_text("one two three", ShardRule("words"), shard_chars=4)
     ['one two', ' three']
+
+    The same shards as a stream of one block (`_cuts`), found by offsets into the text: that
+    one keeps the rest of its buffer as a new string after each cut, which copied the 57 MB
+    corpus 14 times over (0.6 s) where the shards themselves are one copy.
     """
-    return list(_cuts(iter([text]), rule, shard_chars or SHARD_CHARS))
+    size, safe = shard_chars or SHARD_CHARS, rule.safe_cut
+    shards, start = [], 0
+    while safe is not None and len(text) - start > size:
+        # Searching the whole text from start + size sees what the buffer from start would:
+        # every rule looks one character behind the cut at most, and start + size > start.
+        found = safe.search(text, start + size)
+        if found is None:
+            break
+        shards.append(text[start : found.end()])
+        start = found.end()
+    if start < len(text):
+        shards.append(text[start:])
+    return shards
 
 
 def balanced_shard_chars(length: int, jobs: int | None) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import bpe.training
 from bpe import cli, shards, train, train_files
@@ -65,6 +66,16 @@ def test_a_cut_at_any_place_the_rule_allows_keeps_the_count(rule, text):
         pieces = cut_text(text, rule, shard_chars=size)
         assert "".join(pieces) == text
         assert list(count_shards(pieces, rule, jobs=1).items()) == want
+
+
+@pytest.mark.parametrize("rule", RULES.values(), ids=RULES)
+@settings(max_examples=150, deadline=None)
+@given(text=TEXTS, size=st.integers(1, 12), split=st.integers(0, 40))
+def test_a_text_is_cut_where_a_stream_of_it_is(rule, text, size, split):
+    """cut_text walks offsets into the text, a stream (`_cuts`) its buffer of the blocks read
+    so far: the same shards, wherever the blocks end."""
+    blocks = iter([text[:split], text[split:]])
+    assert cut_text(text, rule, shard_chars=size) == list(shards._cuts(blocks, rule, size))
 
 
 def test_a_pattern_without_a_rule_is_never_cut():
