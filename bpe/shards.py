@@ -120,6 +120,17 @@ def cut_text(text: str, rule: ShardRule, *, shard_chars: int | None = None) -> l
     return shards
 
 
+def pool_min_chars() -> int:
+    """A text in memory shorter than this many characters is counted in one process whatever
+    `jobs` asks (`bpe.train`; streamed files are always sharded): the pool forks, sends each
+    shard out and takes its distinct pre-tokens back to add up, which on 4 MB of Chinese
+    (1.4M characters, whose chunks are mostly distinct sentences, so the answer is nearly the
+    text again) cost more than the 0.13 s that counting it in one process takes: training it
+    with jobs=2 took 4.84 s against 4.45 s (BENCHMARKS.md, "Training within 1.3x of rustbpe").
+    Half a shard, so that a test shrinking SHARD_CHARS shrinks this too."""
+    return SHARD_CHARS // 2
+
+
 def balanced_shard_chars(length: int, jobs: int | None) -> int:
     """The shard size for a text of `length` characters held in memory and counted by `jobs`
     processes (every core if None): SHARD_CHARS, or less, so that a text shorter than jobs x

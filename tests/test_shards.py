@@ -106,6 +106,20 @@ def test_sharded_training_learns_the_same_merges(monkeypatch, mode, pattern):
 
 
 @pytest.mark.parametrize("mode", ["chunked", "words"])
+def test_a_text_under_half_a_shard_is_counted_in_one_process_whatever_jobs_asks(monkeypatch, mode):
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool for a text under shards.pool_min_chars()")
+
+    monkeypatch.setattr(shards, "SHARD_CHARS", 20_000)
+    monkeypatch.setattr(bpe.training, "count_shards", no_pool)
+    text = "word " * 1_999  # 9,995 characters, under 10,000
+    assert (
+        train(text, vocab_size=300, mode=mode, jobs=2).merges
+        == train(text, vocab_size=300, mode=mode).merges
+    )
+
+
+@pytest.mark.parametrize("mode", ["chunked", "words"])
 def test_a_text_shorter_than_a_shard_per_process_is_cut_in_even_shards(monkeypatch, mode):
     """Each process gets one shard of about the same size, not SHARD_CHARS and the rest."""
     monkeypatch.setattr(shards, "SHARD_CHARS", 8_000)
