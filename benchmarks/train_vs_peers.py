@@ -6,11 +6,18 @@ wall time and its peak resident memory from `os.wait4`. Token counts are taken a
 another process, so encoding never inflates the training figures.
 
 Peers: `hf1` is HuggingFace's BpeTrainer with RAYON_NUM_THREADS=1, `hf` the same with its
-default threads, `rustbpe` and `sentencepiece` (BPE) where they are installed. Ratios are ours
-over `hf1` and over `rustbpe`, in the summary and the closing table.
+default threads, `rustbpe` (RAYON_NUM_THREADS=1) and `sentencepiece` (BPE) where they are
+installed. Ratios are ours over `hf1` and over `rustbpe`, in the summary and the closing table.
+
+The machine's cores, side by side: `ours-mt` is `bpe.train(..., jobs=N)` (chunked mode counts
+its chunks in shards by N processes, docs/algorithms.md "Sharded counting"; naive mode is one
+sequence and ignores it) and `rustbpe-mt` is rustbpe with RAYON_NUM_THREADS=N (it splits and
+counts the chunks, and counts the first pairs, on N threads; its merge loop is one thread).
+N is `--jobs`, every core by default. Their ratio is its own column.
 
     python benchmarks/train_vs_peers.py                       # every case
     python benchmarks/train_vs_peers.py --cases chunked-en --peers ours,hf1   # a quick run
+    python benchmarks/train_vs_peers.py --peers ours,rustbpe,ours-mt,rustbpe-mt --repeat 2
 """
 
 from __future__ import annotations
@@ -52,7 +59,12 @@ CASES = {
         Case("scale-en", "english_large.txt", None, "chunked", 32_000),
     ]
 }
-PEERS = ["ours", "hf1", "hf", "rustbpe", "spm"]
+PEERS = ["ours", "hf1", "hf", "rustbpe", "spm"]  # the default run
+ALL_PEERS = [*PEERS, "ours-mt", "rustbpe-mt"]
+JOBS_ENV = "TRAIN_VS_PEERS_JOBS"  # how the parent tells an -mt worker its N
+# The GPT-4 pattern, from the parent: a peer's process imports its own library, not ours
+# (`import bpe` took 0.1-0.3 s, which was charged to rustbpe and hf before).
+PATTERN_ENV = "TRAIN_VS_PEERS_PATTERN"
 
 
 # ----- the workers: each runs in its own process --------------------------------------------------
@@ -84,15 +96,21 @@ def work_ours(case: Case, out: Path) -> dict:
     return {"tokens": tok.training.tokens_after[-1], "merges": len(tok.merges)}
 
 
+def work_ours_mt(case: Case, out: Path) -> dict:
+    import bpe
+
+    jobs = int(os.environ[JOBS_ENV])
+    tok = bpe.train(read_corpus(case), vocab_size=case.vocab_size, mode=case.mode, jobs=jobs)
+    return {"tokens": tok.training.tokens_after[-1], "merges": len(tok.merges)}
+
+
 def hf_tokenizer(case: Case):
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-
-    from bpe.patterns import GPT4_PATTERN
 
     tok = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     if case.mode == "chunked":
-        split = pre_tokenizers.Split(Regex(GPT4_PATTERN), behavior="isolated")
+        split = pre_tokenizers.Split(Regex(os.environ[PATTERN_ENV]), behavior="isolated")
         tok.pre_tokenizer = pre_tokenizers.Sequence([split, byte_level])
     else:
         tok.pre_tokenizer = byte_level
@@ -129,10 +147,8 @@ def count_hf(case: Case, out: Path) -> int:
 def work_rustbpe(case: Case, out: Path) -> dict:
     import rustbpe
 
-    from bpe.patterns import GPT4_PATTERN
-
     text = read_corpus(case)
-    pattern = GPT4_PATTERN if case.mode == "chunked" else LINES_PATTERN
+    pattern = os.environ[PATTERN_ENV] if case.mode == "chunked" else LINES_PATTERN
     tok = rustbpe.Tokenizer()
     tok.train_from_iterator(iter(line_blocks(text)), case.vocab_size, pattern=pattern)
     ranks = {token.hex(): rank for token, rank in tok.get_mergeable_ranks()}
@@ -182,16 +198,25 @@ PEER_MODULES = {
     "hf1": "tokenizers",
     "hf": "tokenizers",
     "rustbpe": "rustbpe",
+    "rustbpe-mt": "rustbpe",
     "spm": "sentencepiece",
 }
 WORKERS = {
     "ours": work_ours,
+    "ours-mt": work_ours_mt,
     "hf1": work_hf,
     "hf": work_hf,
     "rustbpe": work_rustbpe,
+    "rustbpe-mt": work_rustbpe,
     "spm": work_spm,
 }
-COUNTERS = {"hf1": count_hf, "hf": count_hf, "rustbpe": count_rustbpe, "spm": count_spm}
+COUNTERS = {
+    "hf1": count_hf,
+    "hf": count_hf,
+    "rustbpe": count_rustbpe,
+    "rustbpe-mt": count_rustbpe,
+    "spm": count_spm,
+}
 
 
 def worker_main(role: str, peer: str, case_name: str, out: str) -> None:
@@ -205,11 +230,16 @@ def worker_main(role: str, peer: str, case_name: str, out: str) -> None:
 
 
 # ----- the parent: runs and measures each worker --------------------------------------------------
-def run_child(role: str, peer: str, case: Case, out: Path, timeout: float) -> dict:
-    env = dict(os.environ)
+def run_child(role: str, peer: str, case: Case, out: Path, timeout: float, jobs: int = 1) -> dict:
+    sys.path.insert(0, str(REPO))
+    from bpe.patterns import GPT4_PATTERN
+
+    env = dict(os.environ, **{PATTERN_ENV: GPT4_PATTERN})
     env.pop("RAYON_NUM_THREADS", None)
     if peer in ("hf1", "rustbpe"):
         env["RAYON_NUM_THREADS"] = "1"
+    if peer.endswith("-mt"):
+        env["RAYON_NUM_THREADS"] = env[JOBS_ENV] = str(jobs)
     cmd = [sys.executable, __file__, "--worker", role, peer, case.name, str(out)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
@@ -232,10 +262,14 @@ def run_child(role: str, peer: str, case: Case, out: Path, timeout: float) -> di
     return result
 
 
-def run_case(case: Case, peers: list[str], timeout: float, repeat: int) -> dict[str, dict]:
+def run_case(
+    case: Case, peers: list[str], timeout: float, repeat: int, jobs: int = 1
+) -> dict[str, dict]:
     """Each peer `repeat` times, keeping its fastest run (the one least disturbed by other
-    work on the machine); peers alternate so they share the same conditions."""
+    work on the machine; every run's time is kept too, in "runs"); peers alternate so they
+    share the same conditions."""
     results: dict[str, dict] = {}
+    runs: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         if case.mode == "naive" and "spm" in peers:
             peers = [p for p in peers if p != "spm"]
@@ -243,16 +277,20 @@ def run_case(case: Case, peers: list[str], timeout: float, repeat: int) -> dict[
         for _ in range(repeat):
             for peer in peers:
                 out = Path(tmp) / f"{peer}-{case.name}.model"
-                result = run_child("train", peer, case, out, timeout)
+                result = run_child("train", peer, case, out, timeout, jobs)
+                runs.setdefault(peer, []).append(result.get("seconds", float("nan")))
                 best = results.get(peer)
                 if best is None or result.get("seconds", 1e9) < best.get("seconds", 1e9):
                     results[peer] = result
         for peer in peers:
-            result, out = results[peer], Path(tmp) / f"{peer}-{case.name}.model"
+            result, out = (
+                results[peer] | {"runs": runs[peer]},
+                Path(tmp) / f"{peer}-{case.name}.model",
+            )
             if "error" not in result and peer in COUNTERS:
                 result["tokens"] = run_child("count", peer, case, out, timeout).get("tokens")
             results[peer] = result
-            print(f"  {peer:8} {describe(result)}", flush=True)
+            print(f"  {peer:10} {describe(result)}", flush=True)
     return results
 
 
@@ -260,23 +298,25 @@ def describe(result: dict) -> str:
     if "error" in result:
         return result["error"]
     tokens = result.get("tokens")
+    every = result.get("runs", [])
     return (
         f"{result['seconds']:7.2f} s  {result['peak_mb']:7.0f} MB peak  "
         f"{tokens if tokens is not None else '?':>10} tokens"
+        + (f"  (runs: {', '.join(f'{s:.2f}' for s in every)} s)" if len(every) > 1 else "")
     )
 
 
 def ratio_line(case: Case, results: dict[str, dict]) -> str:
-    ours = results.get("ours", {})
-    if "seconds" not in ours:
+    if not any("seconds" in results.get(mine, {}) for mine in ("ours", "ours-mt")):
         return f"{case.name}: no ratio (ours missing)"
     parts = []
-    for peer, target in (("hf1", "time <= 0.8"), ("rustbpe", "time <= 1.3")):
-        theirs = results.get(peer, {})
-        if "seconds" in theirs:
+    pairs = [("ours", "hf1", "0.8"), ("ours", "rustbpe", "1.3"), ("ours-mt", "rustbpe-mt", "1.3")]
+    for mine, peer, target in pairs:
+        ours, theirs = results.get(mine, {}), results.get(peer, {})
+        if "seconds" in ours and "seconds" in theirs:
             parts.append(
-                f"ours/{peer} time {ours['seconds'] / theirs['seconds']:.2f}x ({target}),"
-                f" memory {ours['peak_mb'] / theirs['peak_mb']:.2f}x"
+                f"{mine}/{peer} time {ours['seconds'] / theirs['seconds']:.2f}x"
+                f" (time <= {target}), memory {ours['peak_mb'] / theirs['peak_mb']:.2f}x"
             )
     return f"{case.name}: " + ("; ".join(parts) or "no peer to compare with")
 
@@ -298,7 +338,24 @@ def ratio_table(all_results: dict[str, dict[str, dict]]) -> str:
             cells += [_seconds(theirs), ratio]
         cells += [_megabytes(ours), _megabytes(results.get("rustbpe", {}))]
         lines.append("| " + " | ".join(cells) + " |")
+    if any("ours-mt" in results or "rustbpe-mt" in results for results in all_results.values()):
+        lines += ["", *_cores_table(all_results)]
     return "\n".join(lines)
+
+
+def _cores_table(all_results: dict[str, dict[str, dict]]) -> list[str]:
+    """Whole process against whole process with N cores each (`--jobs`)."""
+    lines = [
+        "| case | ours-mt s | rustbpe-mt s | ours-mt / rustbpe-mt | ours-mt MB | rustbpe-mt MB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, results in all_results.items():
+        ours, theirs = results.get("ours-mt", {}), results.get("rustbpe-mt", {})
+        both = "seconds" in ours and "seconds" in theirs
+        ratio = f"{ours['seconds'] / theirs['seconds']:.2f}x" if both else "-"
+        cells = [name, _seconds(ours), _seconds(theirs), ratio, _megabytes(ours)]
+        lines.append("| " + " | ".join([*cells, _megabytes(theirs)]) + " |")
+    return lines
 
 
 def _seconds(result: dict) -> str:
@@ -348,7 +405,13 @@ def main() -> None:
         help="comma-separated: " + ", ".join(CASES) + ", reference",
     )
     parser.add_argument(
-        "--peers", default=",".join(PEERS), help="comma-separated: " + ", ".join(PEERS)
+        "--peers", default=",".join(PEERS), help="comma-separated: " + ", ".join(ALL_PEERS)
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes (ours-mt) and threads (rustbpe-mt) for the -mt peers: every core",
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per process")
     parser.add_argument("--repeat", type=int, default=1, help="runs per peer, fastest kept")
@@ -360,6 +423,7 @@ def main() -> None:
         return
 
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.platform()}")
+    print(f"-mt peers: {args.jobs} processes / threads")
     print(versions())
     peers = [p for p in args.peers.split(",") if p]
     for peer in list(peers):
@@ -385,7 +449,7 @@ def main() -> None:
             + (f" (first {case.limit // MB} MB)" if case.limit else ""),
             flush=True,
         )
-        results = run_case(case, peers, args.timeout, args.repeat)
+        results = run_case(case, peers, args.timeout, args.repeat, args.jobs)
         all_results[name] = results
         summary.append(ratio_line(case, results))
         if "seconds" in results.get("ours", {}):

@@ -45,9 +45,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from bpe.chat_types import ChatError, ChatTemplate
-from bpe.hf.errors import Malformed, Unsupported
-from bpe.hf.pipeline import HfPipeline
 from bpe.model import ImportSource, Mode, Tokenizer, TrainingStats
 from bpe.modes import TrainingMode, get_mode, mode_names
 from bpe.patterns import check_stored_pattern
@@ -259,6 +256,9 @@ def from_dict(data: Any, *, source: str = "the tokeniser file") -> Tokenizer:
     tok = _from_dict(data, source=source)
     raw = data.get("chat_template")
     if raw is not None:
+        # Loaded here, not with `bpe`: only imported tokenisers carry a chat template.
+        from bpe.chat_types import ChatError, ChatTemplate
+
         try:
             tok.chat_template = ChatTemplate.from_json(raw)
         except ChatError as exc:
@@ -431,6 +431,10 @@ def _imported_from_dict(data: dict[str, Any], mode: TrainingMode, fail: _Fail) -
     merges = _check_imported_merges(data.get("merges"), tokens, fail, joined=not whole_pipeline)
     pipeline = None
     if whole_pipeline:
+        # Loaded here, not with `bpe`: only HF imports need the pipeline (docs/imports.md).
+        from bpe.hf.errors import Malformed, Unsupported
+        from bpe.hf.pipeline import HfPipeline
+
         try:
             pipeline = HfPipeline.from_saved(data["hf_pipeline"], tokens, merges)
         except (Malformed, Unsupported, ValueError, TypeError) as exc:

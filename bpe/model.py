@@ -26,16 +26,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import regex
 
-from bpe.batch import encode_batch
-from bpe.chat_types import ChatTemplate
 from bpe.cuts import CutTable
 from bpe.encoder import CharacterEncoder
-from bpe.hf.pipeline import HfPipeline, StretchTrace
-from bpe.hf_rule import MergeMap
 from bpe.modes import END_OF_WORD, UNKNOWN, TrainingMode, get_mode, mode_names
 from bpe.modes.base import PieceEncoder
 from bpe.patterns import BUILT_IN_PATTERNS, split_deadline
@@ -43,6 +39,13 @@ from bpe.pretokenize import PreTokenizer
 from bpe.rules import EncodingRule, get_rule
 from bpe.stitch import Stitcher, whole_tokens
 from bpe.tiktoken_path import TiktokenPath
+
+# Named in annotations only: `import bpe` (every training process, every `bpe` command) does
+# not load the HF pipeline and the chat templates, which only imported tokenisers use.
+if TYPE_CHECKING:
+    from bpe.chat_types import ChatTemplate
+    from bpe.hf.pipeline import HfPipeline, StretchTrace
+    from bpe.hf_rule import MergeMap
 
 __all__ = [
     "END_OF_WORD",
@@ -405,6 +408,8 @@ class Tokenizer:
     ) -> list[list[int]]:
         """`encode` for many texts, on every core (`workers`: default all): tiktoken's threads on
         the fast path, else worker processes once the batch is large enough to pay for them."""
+        from bpe.batch import encode_batch  # its process pool's modules, only when asked
+
         return encode_batch(
             self, list(texts), allowed_special=allowed_special, engine=engine, workers=workers
         )

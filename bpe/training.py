@@ -27,8 +27,10 @@ from bpe.shards import (
     ShardCounter,
     ShardProgressFn,
     ShardRule,
+    balanced_shard_chars,
     count_shards,
     cut_text,
+    pool_min_chars,
     rule_for,
     stream_shards,
 )
@@ -302,7 +304,7 @@ class Splitter:
     def chunks(self, text: str, pattern: str) -> list[tuple[bytes, int]]:
         """`chunk_sequences`: each distinct chunk of the split pattern, counted."""
         stop = self.clock.stop_fn()
-        if not self.sharded:
+        if not self._in_shards(text):
             return chunk_sequences(
                 text, pattern, should_stop=stop, advanced=self.clock.splitting(len(text))
             )
@@ -311,15 +313,22 @@ class Splitter:
     def words(self, text: str) -> tuple[list[str], list[tuple[list[int], int]]]:
         """`word_sequences`: the alphabet and each distinct word's ids, counted."""
         stop = self.clock.stop_fn()
-        if not self.sharded:
+        if not self._in_shards(text):
             return word_sequences(text, should_stop=stop, advanced=self.clock.splitting(len(text)))
         return word_sequences_of(self._sharded(text, ShardRule("words")), stop)
+
+    def _in_shards(self, text: str) -> bool:
+        """Whether the text is counted in shards: always by a shard_counter of the caller's,
+        by the pool only from `pool_min_chars` on (the same counts either way)."""
+        if self.shard_counter is not None:
+            return True
+        return self.sharded and len(text) >= pool_min_chars()
 
     def _sharded(self, text: str, rule: ShardRule) -> Counter[str]:
         stop = self.clock.stop_fn()
         if self.shard_counter is not None:
             return self.shard_counter(text, rule, stop, self.clock.splitting(len(text)))
-        shards = cut_text(text, rule)
+        shards = cut_text(text, rule, shard_chars=balanced_shard_chars(len(text), self.jobs))
         return count_shards(shards, rule, jobs=self.jobs, total=len(shards), should_stop=stop)
 
     def counted(self, pieces: Iterable[str]) -> list[tuple[bytes, int]]:

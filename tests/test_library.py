@@ -3,6 +3,7 @@ docs/algorithms.md."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -287,18 +288,28 @@ def test_a_large_naive_text_is_checked_before_its_utf8_parts_are_joined(monkeypa
 
 
 # ----- isolation ----------------------------------------------------------------------------------
-def test_import_bpe_loads_neither_flask_nor_sqlalchemy():
-    code = (
-        "import sys, bpe, bpe.cli, bpe.token_info\n"
-        "bad = [m for m in ('flask', 'sqlalchemy', 'alembic', 'webapp') if m in sys.modules]\n"
-        "print(bad)\n"
-        "sys.exit(1 if bad else 0)\n"
-    )
+def loaded_in_a_fresh_process(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of the modules are in sys.modules after running code in a new interpreter."""
+    code += f"\nprint(sorted(m for m in {modules!r} if m in sys.modules))\n"
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+        [sys.executable, "-c", "import sys\n" + code], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.strip() == "[]"
+    return ast.literal_eval(result.stdout.strip())
+
+
+def test_import_bpe_loads_neither_flask_nor_sqlalchemy():
+    code = "import bpe, bpe.cli, bpe.token_info"
+    assert loaded_in_a_fresh_process(code, ("flask", "sqlalchemy", "alembic", "webapp")) == []
+
+
+def test_import_bpe_and_training_leave_the_hf_pipeline_chat_templates_and_batches_unloaded():
+    """Every `bpe train` process and training job imports `bpe`: the HF pipeline, the chat
+    templates and the batch encoder's process pool (about a fifth of the package's import
+    time) load only when an HF import, a chat template or `encode_batch` asks for them."""
+    code = "import bpe\nbpe.train('hello world, ' * 50, vocab_size=260)"
+    unwanted = ("bpe.hf.pipeline", "bpe.chat_types", "bpe.batch")
+    assert loaded_in_a_fresh_process(code, unwanted) == []
 
 
 @pytest.mark.parametrize("trainer", ["reference", "efficient"])

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import bpe.training
 from bpe import cli, shards, train, train_files
 from bpe.chunk_counts import count_chunks
 from bpe.patterns import GPT2_PATTERN, GPT4_PATTERN
@@ -66,6 +68,16 @@ def test_a_cut_at_any_place_the_rule_allows_keeps_the_count(rule, text):
         assert list(count_shards(pieces, rule, jobs=1).items()) == want
 
 
+@pytest.mark.parametrize("rule", RULES.values(), ids=RULES)
+@settings(max_examples=150, deadline=None)
+@given(text=TEXTS, size=st.integers(1, 12), split=st.integers(0, 40))
+def test_a_text_is_cut_where_a_stream_of_it_is(rule, text, size, split):
+    """cut_text walks offsets into the text, a stream (`_cuts`) its buffer of the blocks read
+    so far: the same shards, wherever the blocks end."""
+    blocks = iter([text[:split], text[split:]])
+    assert cut_text(text, rule, shard_chars=size) == list(shards._cuts(blocks, rule, size))
+
+
 def test_a_pattern_without_a_rule_is_never_cut():
     text = "ab 12 " * 1000
     assert cut_text(text, RULES["custom"], shard_chars=10) == [text]
@@ -91,6 +103,42 @@ def test_sharded_training_learns_the_same_merges(monkeypatch, mode, pattern):
     two = train(text, jobs=2, **options)
     assert two.merges == one.merges and two.alphabet == one.alphabet
     assert two.training.merge_counts == one.training.merge_counts
+
+
+@pytest.mark.parametrize("mode", ["chunked", "words"])
+def test_a_text_under_half_a_shard_is_counted_in_one_process_whatever_jobs_asks(monkeypatch, mode):
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool for a text under shards.pool_min_chars()")
+
+    monkeypatch.setattr(shards, "SHARD_CHARS", 20_000)
+    monkeypatch.setattr(bpe.training, "count_shards", no_pool)
+    text = "word " * 1_999  # 9,995 characters, under 10,000
+    assert (
+        train(text, vocab_size=300, mode=mode, jobs=2).merges
+        == train(text, vocab_size=300, mode=mode).merges
+    )
+
+
+@pytest.mark.parametrize("mode", ["chunked", "words"])
+def test_a_text_shorter_than_a_shard_per_process_is_cut_in_even_shards(monkeypatch, mode):
+    """Each process gets one shard of about the same size, not SHARD_CHARS and the rest."""
+    monkeypatch.setattr(shards, "SHARD_CHARS", 8_000)
+    sizes: list[list[int]] = []
+    real = bpe.training.count_shards
+
+    def noting(pieces, rule, **options):
+        pieces = list(pieces)
+        sizes.append([len(piece) for piece in pieces])
+        return real(pieces, rule, **options)
+
+    monkeypatch.setattr(bpe.training, "count_shards", noting)
+    text = "word " * 2_000  # 10,000 characters: 8,000 + 2,000 with SHARD_CHARS alone
+    assert (
+        train(text, vocab_size=300, mode=mode, jobs=2).merges
+        == train(text, vocab_size=300, mode=mode).merges
+    )
+    (cut,) = sizes
+    assert len(cut) == 2 and abs(cut[0] - cut[1]) <= 10, cut
 
 
 @pytest.mark.parametrize(("mode", "pattern"), [("chunked", "gpt4"), ("words", "")])

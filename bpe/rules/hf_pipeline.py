@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
-from bpe.hf.pipeline import HfPipeline
 from bpe.modes.base import PieceEncoder
 from bpe.rules.base import BytesEncoder, ImportedRule
 
 if TYPE_CHECKING:
+    from bpe.hf.pipeline import HfPipeline
     from bpe.model import Engine, Tokenizer
 
 
