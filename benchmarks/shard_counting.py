@@ -8,8 +8,9 @@ memory (RUSAGE_SELF, "main") and the largest of its children's (RUSAGE_CHILDREN:
 workers, waited for by the pool). The runs, per corpus:
 - `count N`: `bpe.shards` alone: the file streamed in 1 MB blocks, cut into 4 MB shards,
   counted by N processes and added up in shard order. Timed from the first read to the sum,
-  with the CPU of that span only (the interpreter's start and imports left out). Every count
-  run must give the same counts (a digest of the ordered items).
+  with the CPU of that span only (the interpreter's start and imports left out), and apart
+  the CPU of the main process, which reads, cuts, sends and adds up in order (the serial
+  part). Every count run must give the same counts (a digest of the ordered items).
 - `job N`: the whole job as one types it, `bpe train FILE --mode chunked --jobs N
   --vocab-size V -o out.json`: read, count, merge, save, start to exit (`--jobs 1` reads the
   file whole, as the command line does, docs/library.md; 2 and 4 stream it). It runs `bpe.cli`'s
@@ -20,6 +21,7 @@ workers, waited for by the pool). The runs, per corpus:
   pattern and all its threads. Both train the same vocab size on the same file, fed from an
   iterator of 64 kB pieces cut where the GPT-4 pattern allows (`bpe.shards.stream_shards`),
   so they see exactly our chunks and hold no more of the text than they buffer.
+  Printed: our jobs' time and largest peak over each peer's.
 - `today` (only if asked): the file read whole and counted by `count_chunks`, as `train` does
   without jobs (in words mode `word_sequences`, which also builds the sequences).
 
@@ -65,6 +67,7 @@ def _rusage() -> dict[str, float]:
         "main_mib": me.ru_maxrss / 1024,
         "child_mib": them.ru_maxrss / 1024,
         "cpu": me.ru_utime + me.ru_stime + them.ru_utime + them.ru_stime,
+        "main_cpu": me.ru_utime + me.ru_stime,
     }
 
 
@@ -73,11 +76,13 @@ def run_count(jobs: str, mode: str, path: str) -> dict:
     from bpe.shards import count_shards, rule_for, stream_shards
 
     rule = rule_for(mode, GPT4_PATTERN if mode == "chunked" else None)
-    cpu, started = _rusage()["cpu"], time.perf_counter()
+    before, started = _rusage(), time.perf_counter()
     counts = count_shards(stream_shards([path], rule), rule, jobs=int(jobs))
     seconds = time.perf_counter() - started
     usage = _rusage()
-    usage["phase_cpu"] = usage["cpu"] - cpu
+    usage["phase_cpu"] = usage["cpu"] - before["cpu"]
+    # The process that reads, cuts, sends and adds up in order: the serial part.
+    usage["phase_main_cpu"] = usage["main_cpu"] - before["main_cpu"]
     return {"phase": seconds, "distinct": len(counts), "check": _digest(counts), **usage}
 
 
@@ -239,24 +244,23 @@ def describe(r: dict) -> str:
 def table(results: dict[str, dict]) -> str:
     """Markdown: one row a run, with its speed against the same kind's jobs=1."""
     lines = [
-        "| run | time (s) | CPU (s) | cores given | load | x jobs=1 | peak RSS main (MiB)"
-        " | largest child (MiB) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| run | time (s) | CPU (s) | main's CPU (s) | cores given | load | x jobs=1"
+        " | peak RSS main (MiB) | largest child (MiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
         if "error" in r:
-            lines.append(f"| {name} | {r['error']} | | | | | | |")
+            lines.append(f"| {name} | {r['error']} | | | | | | | |")
             continue
         seconds, cpu = r.get("phase", r["wall"]), r.get("phase_cpu", r["wall_cpu"])
+        main_cpu = f"{r['phase_main_cpu']:.2f}" if "phase_main_cpu" in r else "-"
         base = results.get(name.split("=")[0] + "=1", {})
         base_s = base.get("phase", base.get("wall"))
-        if base_s is None and name in ("hf", "rustbpe"):
-            base_s = results.get("job jobs=1", {}).get("wall")
         speed = f"{base_s / seconds:.2f}x" if base_s else "-"
         child = f"{r['child_mib']:,.0f}" if r["child_mib"] > 0 else "-"
         lines.append(
-            f"| {name} | {seconds:.2f} | {cpu:.2f} | {cpu / seconds:.2f} | {r['load']:.2f}"
-            f" | {speed} | {r['main_mib']:,.0f} | {child} |"
+            f"| {name} | {seconds:.2f} | {cpu:.2f} | {main_cpu} | {cpu / seconds:.2f}"
+            f" | {r['load']:.2f} | {speed} | {r['main_mib']:,.0f} | {child} |"
         )
     return "\n".join(lines)
 
@@ -284,6 +288,15 @@ def verdicts(path: str, results: dict[str, dict]) -> list[str]:
             peak = max(r["main_mib"], r["child_mib"]) * 1024 * 1024
             ok = "under" if peak < GB else "NOT under"
             lines.append(f"{name}: largest peak {peak / 1e6:,.0f} MB, {ok} 1 GB")
+    for peer in ("hf", "rustbpe"):
+        theirs = results.get(peer, {})
+        for name, r in results.items():
+            if name.startswith("job jobs=") and "wall" in r and "wall" in theirs:
+                ours_mib = max(r["main_mib"], r["child_mib"])
+                lines.append(
+                    f"{name} / {peer}: time {r['wall'] / theirs['wall']:.2f}x,"
+                    f" largest peak RSS {ours_mib / theirs['main_mib']:.2f}x"
+                )
     return [f"{Path(path).name}: {line}" for line in lines]
 
 
