@@ -99,6 +99,17 @@ def test_weights_and_barriers_between_sequences():
     assert [tuple(r) for r in got] == [(1, 2, 10, 4, 12), (2, 10, 11, 3, 9)]
 
 
+def test_a_sequences_positions_share_one_weight_object():
+    # A corpus whose every chunk occurs often (1 GB of repeated corpora) has a weight above 256
+    # on every position: one int object per position would cost 28 bytes each on top of the
+    # list's 8 (docs/algorithms.md, "Efficient training", keeps a weight per position).
+    sequences = [(b"abc", 1000), (b"de", 3000), (b"fgh", 1)]
+    ordered, weights = bpe.efficient._order(sequences, lambda: None)
+    assert ordered == [b"abc", b"de", b"fgh"]
+    assert weights == [0, 1000, 1000, 1000, 1000, 3000, 3000, 3000]
+    assert len({id(w) for w in weights[1:]}) == 2
+
+
 # ----- properties ---------------------------------------------------------------------------------
 @settings(max_examples=100, deadline=None)
 @given(

@@ -90,6 +90,17 @@ def test_a_pool_of_two_counts_the_same_as_one_process(rule):
     assert list(count_shards(pieces, rule, jobs=2).items()) == unsharded(text, rule)
 
 
+@pytest.mark.parametrize("rule", [RULES["gpt4"], RULES["words"]], ids=["gpt4", "words"])
+def test_pre_tokens_holding_the_workers_join_character_are_counted_the_same(rule):
+    # Workers answer with their shard's pre-tokens joined by NUL, or a dict when one holds it:
+    # shards with and without one, and a NUL alone, inside a word and between two.
+    text = corpus_slice(CORPORA[0])[:20_000]
+    text += " a\0b \0 c\0\0d x\0" + text[:5_000] + " \0end"
+    pieces = cut_text(text, rule, shard_chars=2_000)
+    assert any("\0" in piece for piece in pieces) and any("\0" not in p for p in pieces)
+    assert list(count_shards(pieces, rule, jobs=2).items()) == unsharded(text, rule)
+
+
 @pytest.mark.parametrize(
     ("mode", "pattern"), [("chunked", "gpt4"), ("chunked", "gpt2"), ("words", "")]
 )
