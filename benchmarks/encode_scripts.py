@@ -7,8 +7,8 @@
 
 Three parts:
 1. `scripts`: the Universal Declaration of Human Rights in ~530 languages (`BPE_UDHR_DIR`,
-   default /work/data/udhr: CODE.txt and index.json), complete texts only (stage 4-5). Each
-   language goes to the script most of its letters are written in (the first word of the
+   default `udhr/` in the checkout: CODE.txt and index.json), complete texts only (stage 4-5).
+   Each language goes to the script most of its letters are written in (the first word of the
    letters' Unicode names: LATIN, CYRILLIC, CJK, HIRAGANA, ...); the group `WORLD` holds every
    language. For each group and byte-level mode, a vocabulary of `--vocab` (pairs seen at
    least twice) is trained on the first half of each of its texts (at most `--train-chars`
@@ -68,7 +68,7 @@ MB = 1_000_000
 
 
 def udhr_dir() -> Path:
-    return Path(os.environ.get("BPE_UDHR_DIR", "/work/data/udhr"))
+    return Path(os.environ.get("BPE_UDHR_DIR", REPO / "udhr"))
 
 
 def data_dir(name: str) -> Path:

@@ -115,7 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--bytes", type=int, default=5000)
-    parser.add_argument("--models", type=Path, default=Path("/work/data/model-tokenizers"))
+    parser.add_argument("--models", type=Path, default=ROOT / "model-tokenizers")
     parser.add_argument(
         "--without-freeze",
         action="store_true",
