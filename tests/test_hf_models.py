@@ -8,6 +8,7 @@ the tests skip, naming the script that fetches them.
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cache
 from pathlib import Path
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from bpe import formats
 from bpe.importers import import_path
 from bpe.model import Tokenizer
+from bpe.patterns import BUILT_IN_PATTERNS
 from tests.reference_files import CORPORA, CORPORA_DIR, REPO
 from tests.strategies import TEXTS
 
@@ -231,3 +233,17 @@ def test_pipeline_imports_scrub_and_replay(app, client, name: str) -> None:
     why = client.post(f"/t/{slug}/why", data={"text": text, "at": "1"}, headers=hx)
     assert why.status_code == 200
     assert 'class="pipeline-stages"' in why.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_fetched_models_split_with_patterns_known_to_be_bounded(name: str) -> None:
+    # bpe.patterns lists the fetched files' Split regexes among the built-in patterns, whose
+    # splits skip the time limit (tests/test_patterns_bounded.py holds each to the probe check):
+    # they must be the files' regexes exactly, character for character.
+    raw = json.loads(model_path(name).read_text(encoding="utf-8"))
+    steps = [raw["pre_tokenizer"]] if raw.get("pre_tokenizer") else []
+    steps = [s for step in steps for s in step.get("pretokenizers", [step])]
+    regexes = [s["pattern"]["Regex"] for s in steps if s["type"] == "Split"]
+    assert all(regex in BUILT_IN_PATTERNS for regex in regexes), regexes
+    tok, _ = loaded(name)
+    assert not tok._timed_splits

@@ -203,3 +203,19 @@ def test_composed_files_encode_and_decode_like_tokenizers(
     for ids in id_lists:  # ids no text gives: bytes that are not UTF-8, lone marks
         ids = [i % hf.get_vocab_size() for i in ids]
         assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False), ids
+
+
+def test_a_repeated_word_encodes_by_its_place_like_tokenizers() -> None:
+    # Words are encoded once per distinct (text, origin): the first word of a text can take
+    # another form (Metaspace's "first" prepends only to it) than the same text later on.
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(prepend_scheme="first")]
+    )
+    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>"], show_progress=False)
+    tok.train_from_iterator(["word word word other word", *CORPUS], trainer)
+    ours = import_bytes(tok.to_str().encode(), filename="repeated.json")
+    first, *_, last = tok.encode("word word").tokens
+    assert first.startswith("\u2581") and not last.startswith("\u2581")  # the case is there
+    for text in ["word word word", "word other word word", "other word other"]:
+        assert ours.encode(text) == tok.encode(text).ids, text

@@ -13,6 +13,8 @@ files such as Llama 2's: the tokens hold the UTF-8 of their text, `▁` and `<0x
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ from bpe.hf.errors import Malformed, Unsupported, type_of
 from bpe.hf.model import BpeModel, ModelOptions, merge_table
 from bpe.hf.normalizers import Normalizer, build_normalizer
 from bpe.hf.post_processors import AddSpecial, build_post_processor
-from bpe.hf.pre_tokenizers import PreTokenizerChain, build_pre_tokenizer
+from bpe.hf.pre_tokenizers import PreTokenizerChain, Word, build_pre_tokenizer
 from bpe.hf_rule import MergeMap
 from bpe.patterns import compile_pattern
 
@@ -142,12 +144,29 @@ class HfPipeline:
         """The ids `tokenizers` gives `text`, with the added tokens in `skip` left as text and
         only `merges` (the first k of the file's) when given."""
         out: list[int] = []
-        for word, token_id in self._words(text, skip):
-            if token_id is None:
-                out.extend(self._tokenize(word, merges))
-            else:
+        for segment in self.added.segments(text, skip):
+            stretch, token_id, origin = segment
+            if token_id is not None:
                 out.append(token_id)
+            elif self.pre_tokenizer is None:
+                out.extend(self._tokenize(stretch, merges))
+            else:
+                out.extend(self._segment_ids(stretch, origin, merges))
         return self.post_processor(out) if add_special_tokens else out
+
+    def _segment_ids(self, stretch: str, origin: int, merges: MergeMap | None) -> list[int]:
+        """`_segment_words`' words tokenized, each distinct word once. Each pre-tokenizer step
+        and the model see one word (its text and origin) and nothing else, so each step runs
+        once per distinct word of the step before and the model once per distinct final word;
+        repeated words (most of a text's) cost a lookup in C instead of a Python call each."""
+        assert self.pre_tokenizer is not None
+        words: list[Word] = [(stretch, origin)]
+        for step in self.pre_tokenizer.steps:
+            cut = {word: [piece for piece in step(word) if piece[0]] for word in set(words)}
+            words = list(itertools.chain.from_iterable(map(cut.__getitem__, words)))
+        texts = list(map(operator.itemgetter(0), words))
+        ids = {text: self._tokenize(text, merges) for text in set(texts)}
+        return list(itertools.chain.from_iterable(map(ids.__getitem__, texts)))
 
     def _words(self, text: str, skip: Collection[int]) -> Iterable[tuple[str, int | None]]:
         for segment in self.added.segments(text, skip):
