@@ -17,7 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe import formats
+from bpe.hf.pre_tokenizers import Splitter, apply_behavior, find_spans
 from bpe.importers import import_bytes
+from bpe.patterns import BUILT_IN_PATTERNS, compile_pattern
+from tests.strategies import TEXTS
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import (  # noqa: E402
@@ -219,3 +222,21 @@ def test_a_repeated_word_encodes_by_its_place_like_tokenizers() -> None:
     assert first.startswith("\u2581") and not last.startswith("\u2581")  # the case is there
     for text in ["word word word", "word other word word", "other word other"]:
         assert ours.encode(text) == tok.encode(text).ids, text
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(TEXTS, TEXT), origin=st.integers(0, 3), which=st.integers(0, 100))
+def test_isolated_splits_by_a_built_in_pattern_keep_every_piece_and_origin(
+    text: str, origin: int, which: int
+) -> None:
+    # Such a split runs as one `split` in C (bpe.hf.pre_tokenizers.Splitter._isolating): its
+    # words and origins must be the matches, the stretches between them, and their alignment.
+    pattern = sorted(BUILT_IN_PATTERNS)[which % len(BUILT_IN_PATTERNS)]
+    compiled = compile_pattern(pattern)
+    splitter = Splitter(compiled, "Isolated")
+    assert splitter._isolating is not None
+    want = [
+        (text[s:e], max(0, min(origin, e) - s))
+        for s, e in apply_behavior(find_spans(text, compiled), "Isolated")
+    ]
+    assert splitter((text, origin)) == want

@@ -20,8 +20,10 @@ pattern and the stretches between them:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import regex
@@ -103,12 +105,38 @@ class Splitter:
 
     def __call__(self, word: Word) -> list[Word]:
         text, origin = word
+        if self._isolating is not None:
+            return _isolated_words(self._isolating, text, origin)
         spans = find_spans(text, self.pattern)
         if self.invert:
             spans = [(s, e, not m) for s, e, m in spans]
         return [
             (text[s:e], max(0, min(origin, e) - s)) for s, e in apply_behavior(spans, self.behavior)
         ]
+
+    @cached_property
+    def _isolating(self) -> regex.Pattern[str] | None:
+        """The pattern in one capturing group, when `split` by it gives this step's words: an
+        Isolated, not inverted split by a built-in pattern (every alternative of each takes at
+        least one character and none captures, so there is no empty match to skip and the
+        pieces are exactly the matches and the stretches between them). Its matching runs in C
+        instead of a Python step per match (Qwen 3 on English: ~3 words in 4 characters)."""
+        pattern = self.pattern.pattern
+        if self.behavior != "Isolated" or self.invert or pattern not in BUILT_IN_PATTERNS:
+            return None
+        grouped = compile_pattern(f"({pattern})")
+        return grouped if grouped.groups == 1 else None
+
+
+def _isolated_words(grouped: regex.Pattern[str], text: str, origin: int) -> list[Word]:
+    words = list(zip(filter(None, grouped.split(text)), itertools.repeat(0)))
+    start = 0
+    for k, (piece, _) in enumerate(words):  # the words holding the input's first characters
+        if start >= origin:
+            break
+        words[k] = (piece, min(origin, start + len(piece)) - start)
+        start += len(piece)
+    return words
 
 
 @dataclass(frozen=True)
