@@ -14,7 +14,7 @@ import math
 
 from _common import ROOT  # noqa: F401 - puts this checkout first on sys.path
 
-from webapp.jobs.progress import Estimate, MergeEstimator, _Sample
+from webapp.jobs.progress import Estimate, MergeEstimator, _integral, _Sample, _slope
 
 
 class PreviousEstimator(MergeEstimator):
@@ -25,12 +25,7 @@ class PreviousEstimator(MergeEstimator):
     PACE_SHARE = 0.2
 
     def estimate(self) -> Estimate | None:
-        if len(self.samples) < self.MIN_SAMPLES:
-            return None
-        last = self.samples[-1]
-        if last.wall < self.MIN_SECONDS or last.merges < self.MIN_FRACTION * self.target:
-            return None
-        edges = self._edges()
+        edges = self._fit_edges()
         if edges is None:
             return None
         high, low = self._cost_fit(edges), self._power_fit(edges)
@@ -41,7 +36,7 @@ class PreviousEstimator(MergeEstimator):
         high, low = (high + extra) * pace, (low + extra) * pace
         high, low = max(high, low), min(high, low)
         assert self.start is not None
-        return Estimate(math.sqrt(high * low), low, high, self.start[0] + last.wall)
+        return Estimate(math.sqrt(high * low), low, high, self.start[0] + self.samples[-1].wall)
 
     def _cost_fit(self, edges: list[float]) -> float | None:
         """CPU seconds left if each merge costs per_merge + per_token * tokens it removes:
@@ -79,26 +74,21 @@ class PreviousEstimator(MergeEstimator):
         windows = self._windows(edges)
         if len(windows) < 3:
             return None
-        xs = [math.log(mid) for _, _, _, mid in windows]
-        ys = [math.log(t / dm) for t, dm, _, _ in windows]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        if sxx <= 0:
+        slope = _slope(
+            [math.log(mid) for _, _, _, mid in windows],
+            [math.log(t / dm) for t, dm, _, _ in windows],
+        )
+        if slope is None:
             return None
-        beta = -sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
-        beta = min(max(beta, self.BETA[0]), self.BETA[1])
-
-        def integral(a: float, b: float) -> float:  # of rank ** -beta from a to b
-            if abs(1.0 - beta) < 1e-6:
-                return math.log(b / a)
-            return (b ** (1 - beta) - a ** (1 - beta)) / (1 - beta)
-
+        beta = min(max(-slope, self.BETA[0]), self.BETA[1])
         last = self.samples[-1]
         half = math.sqrt(edges[0] * last.merges)
         spent = last.cpu - self._at(half)[0]
         if spent <= 0 or self.target <= last.merges:
             return 0.0
-        return spent / integral(half, last.merges) * integral(last.merges, self.target)
+        return (
+            spent / _integral(half, last.merges, beta) * _integral(last.merges, self.target, beta)
+        )
 
     def _pace(self) -> float:
         """Wall seconds per CPU second of the trainer over the latest merges (the last
@@ -125,14 +115,8 @@ class PreviousEstimator(MergeEstimator):
             for s in self.samples
             if s.merges >= m / 2 and s.count > 0
         ]
-        alpha = 1.0
+        slope = None
         if len(points) >= 3:
-            mx = sum(x for x, _ in points) / len(points)
-            my = sum(y for _, y in points) / len(points)
-            sxx = sum((x - mx) ** 2 for x, _ in points)
-            if sxx > 0:
-                alpha = -sum((x - mx) * (y - my) for x, y in points) / sxx
-        alpha = min(max(alpha, 0.2), 3.0)
-        if abs(1.0 - alpha) < 1e-6:
-            return c * m * math.log(n / m)
-        return c * m**alpha * (n ** (1 - alpha) - m ** (1 - alpha)) / (1 - alpha)
+            slope = _slope([x for x, _ in points], [y for _, y in points])
+        alpha = min(max(1.0 if slope is None else -slope, 0.2), 3.0)
+        return c * m**alpha * _integral(m, n, alpha)

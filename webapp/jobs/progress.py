@@ -163,12 +163,7 @@ class MergeEstimator:
         return None if found is None else found.seconds
 
     def estimate(self) -> Estimate | None:
-        if len(self.samples) < self.MIN_SAMPLES or self.start is None:
-            return None
-        last = self.samples[-1]
-        if last.wall < self.MIN_SECONDS or last.merges < self.MIN_FRACTION * self.target:
-            return None
-        edges = self._edges()
+        edges = self._fit_edges()
         if edges is None:
             return None
         shown, other = self._count_fit(edges), self._power_fit(edges)
@@ -180,7 +175,18 @@ class MergeEstimator:
         seconds = fits[0] * now
         low = min(min(fits) * min(now, overall), seconds)
         high = max(max(fits) * max(now, overall), seconds)
-        return Estimate(seconds, low, high, self.start[0] + last.wall)
+        assert self.start is not None
+        return Estimate(seconds, low, high, self.start[0] + self.samples[-1].wall)
+
+    def _fit_edges(self) -> list[float] | None:
+        """The fits' window edges once the run has shown enough to fit (None until then):
+        MIN_SAMPLES reports, MIN_SECONDS of merging and MIN_FRACTION of the merges."""
+        if len(self.samples) < self.MIN_SAMPLES or self.start is None:
+            return None
+        last = self.samples[-1]
+        if last.wall < self.MIN_SECONDS or last.merges < self.MIN_FRACTION * self.target:
+            return None
+        return self._edges()
 
     def _edges(self) -> list[float] | None:
         """The fits' window edges, in merges: evenly spaced in log rank."""
