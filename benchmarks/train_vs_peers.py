@@ -90,17 +90,11 @@ def line_blocks(text: str, size: int = 1 << 16) -> list[str]:
 
 
 def work_ours(case: Case, out: Path) -> dict:
+    """`ours`, and `ours-mt` with the parent's N processes (JOBS_ENV, set for -mt peers only)."""
     import bpe
 
-    tok = bpe.train(read_corpus(case), vocab_size=case.vocab_size, mode=case.mode)
-    return {"tokens": tok.training.tokens_after[-1], "merges": len(tok.merges)}
-
-
-def work_ours_mt(case: Case, out: Path) -> dict:
-    import bpe
-
-    jobs = int(os.environ[JOBS_ENV])
-    tok = bpe.train(read_corpus(case), vocab_size=case.vocab_size, mode=case.mode, jobs=jobs)
+    jobs = {"jobs": int(os.environ[JOBS_ENV])} if JOBS_ENV in os.environ else {}
+    tok = bpe.train(read_corpus(case), vocab_size=case.vocab_size, mode=case.mode, **jobs)
     return {"tokens": tok.training.tokens_after[-1], "merges": len(tok.merges)}
 
 
@@ -203,7 +197,7 @@ PEER_MODULES = {
 }
 WORKERS = {
     "ours": work_ours,
-    "ours-mt": work_ours_mt,
+    "ours-mt": work_ours,
     "hf1": work_hf,
     "hf": work_hf,
     "rustbpe": work_rustbpe,
@@ -236,6 +230,7 @@ def run_child(role: str, peer: str, case: Case, out: Path, timeout: float, jobs:
 
     env = dict(os.environ, **{PATTERN_ENV: GPT4_PATTERN})
     env.pop("RAYON_NUM_THREADS", None)
+    env.pop(JOBS_ENV, None)
     if peer in ("hf1", "rustbpe"):
         env["RAYON_NUM_THREADS"] = "1"
     if peer.endswith("-mt"):

@@ -292,13 +292,14 @@ def _insert_merges_packed(session: Session, tok: bpe.Tokenizer, tokenizer_id: in
         return False
     if max(map(max, merges)) >> _ID_BITS or min(map(min, merges)) < 0:
         return False
-    packed = json.dumps([left | right << 21 | new << 42 for left, right, new in merges])
+    one, two = _ID_BITS, 2 * _ID_BITS
+    packed = json.dumps([left | right << one | new << two for left, right, new in merges])
     mask = (1 << _ID_BITS) - 1
     with _big_cache(connection, len(merges)):
         connection.exec_driver_sql(
             "INSERT INTO merges (tokenizer_id, rank, left_id, right_id, new_id)"
-            f" SELECT {int(tokenizer_id)}, key, value & {mask}, (value >> 21) & {mask},"
-            " value >> 42 FROM json_each(?)",
+            f" SELECT {int(tokenizer_id)}, key, value & {mask}, (value >> {one}) & {mask},"
+            f" value >> {two} FROM json_each(?)",
             (packed,),
         )
     return True
