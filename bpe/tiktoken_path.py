@@ -75,6 +75,12 @@ def unknown_to_python() -> frozenset[str]:
     return frozenset(found)
 
 
+# Past one character in this many above the BMP, the whole-text check beats the lookups: it
+# costs about twice theirs per character, and they cost ~85 ns more per character found
+# (benchmarks/encode_scripts.py on the UDHR: Adlam, Chakma, Grantha ~0.45 ms -> ~0.06 ms).
+_DENSE_ABOVE_BMP = 10
+
+
 @functools.cache
 def _suspects() -> re.Pattern[str]:
     """A class holding every character of `unknown_to_python`: its characters in the Basic
@@ -91,11 +97,26 @@ def _suspects() -> re.Pattern[str]:
 
 
 def needs_pure_path(text: str) -> bool:
-    """True if tiktoken could split or read this text differently (see the module docstring)."""
+    """True if tiktoken could split or read this text differently (see the module docstring).
+
+    The class of `_suspects` finds every such character, and a BMP one it finds is one. From
+    the first character above the BMP on, text dense in them (Adlam, Chakma...) is checked
+    whole: once its whitespace is gone, printable text holds nothing Python calls unassigned
+    and no surrogate. That is a few C passes, where looking up each of its characters found
+    one by one cost more than tiktoken's encoding of a 20 kB text (docs/algorithms.md, "The
+    fast path's check")."""
     if text.isascii():
         return False
-    suspects = _suspects().findall(text)
-    return bool(suspects) and not unknown_to_python().isdisjoint(suspects)
+    first = _suspects().search(text)
+    if first is None:
+        return False
+    if first.group() <= "\uffff":
+        return True
+    rest = text[first.start() :]
+    above_bmp = len(rest.encode("utf-16-le", "surrogatepass")) // 2 - len(rest)
+    if above_bmp * _DENSE_ABOVE_BMP > len(rest) and "".join(rest.split()).isprintable():
+        return False
+    return not unknown_to_python().isdisjoint(_suspects().findall(rest))
 
 
 class TiktokenPath:

@@ -122,6 +122,18 @@ def test_every_character_unknown_to_python_sends_text_to_the_pure_path():
     assert not needs_pure_path("中文 é 😀 \U00020000")
 
 
+def test_text_dense_above_the_bmp_is_checked_whole_and_still_finds_every_unknown():
+    adlam = "\U0001e900\U0001e922\U0001e901 \U0001e910\U0001e92d, "  # letters above the BMP
+    dense = adlam * 40
+    assert not needs_pure_path(dense)
+    # not printable, yet nothing unknown: the lookups decide (a zero-width joiner, a tag, a tab)
+    assert not needs_pure_path(dense + "\u200d\U000e0061\t" + dense)
+    # every unknown character, BMP or not, after the first one above the BMP, in dense text
+    missed = [c for c in unknown_to_python() if not needs_pure_path(dense + c + adlam)]
+    assert missed == []
+    assert needs_pure_path("\U0001e900" + "\U0001cc00")  # dense from its first character
+
+
 def test_encode_batch_matches_encode_on_both_engines(monkeypatch):
     text = "The quick brown fox, 東京 😀, jumps over the lazy dog. " * 50
     tok = bpe.train(text, vocab_size=400, mode="chunked", special_tokens=["<|x|>"])
