@@ -20,8 +20,9 @@ Three parts:
    file is `tokenizers` on that file; of a rank file, tiktoken on it, and `tokenizers` on the
    HF file this script writes from its ranks (the merges derived from them, `ignore_merges`).
 
-Timed, cold (our caches emptied outside the timing), interleaved, best of `--repeat` rounds (more,
-up to 50, while the encoders have had under 0.2 s each), CPU time of this process:
+Timed, cold (our caches and HF's word cache emptied outside the timing), interleaved, best of
+`--repeat` rounds (more, up to 50, while the encoders have had under 0.2 s each), CPU time of
+this process:
 - ours pure: `tok.encode(text, engine="pure")`; ours default: `tok.encode(text)`, which hands
   the text to tiktoken where that is proven to give our ids (`bpe.tiktoken_path`; the `fast`
   column says whether it did: `tt`, or `pure` when the default took the pure path);
@@ -129,6 +130,20 @@ def best_times(
     return seconds, ids
 
 
+def all_cold(tok: bpe.Tokenizer, hf) -> Callable[[], None]:
+    """What empties both caches before each run: ours, and HF's BPE model's word cache, which
+    otherwise keeps the round before's words, so that HF ran warm beside our cold runs
+    (BENCHMARKS.md says which tables did; `_clear_cache` is in tokenizers since 0.21)."""
+    clear_hf = getattr(hf.model, "_clear_cache", None)
+
+    def clear() -> None:
+        tok.clear_caches()
+        if clear_hf is not None:
+            clear_hf()
+
+    return clear
+
+
 def check_same(ids: dict[str, list[int]], what: str, reference: str = "pure") -> None:
     for name, result in ids.items():
         if result != ids[reference]:
@@ -171,7 +186,7 @@ def trained_case(
         "hf": lambda: hf.encode(text).ids,
         "tiktoken": lambda: enc.encode_ordinary(text),
     }
-    seconds, ids = best_times(runs, args.repeat, clock, tok.clear_caches)
+    seconds, ids = best_times(runs, args.repeat, clock, all_cold(tok, hf))
     check_same(ids, f"{mode}")
     return {
         **seconds,
@@ -291,7 +306,7 @@ def run_models(args: argparse.Namespace, clock) -> None:
                 }
                 if enc is not None:
                     runs["tiktoken"] = functools.partial(enc.encode_ordinary, text)
-                seconds, ids = best_times(runs, args.repeat, clock, tok.clear_caches)
+                seconds, ids = best_times(runs, args.repeat, clock, all_cold(tok, hf))
                 check_same(ids, f"{name} {label}")
                 pure, hf_s = seconds["pure"], seconds["hf"]
                 tt = seconds.get("tiktoken")
