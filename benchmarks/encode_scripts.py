@@ -51,7 +51,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from encode_vs_peers import peers_installed, two_windows
+from encode_vs_peers import all_cold, peers_installed, two_windows
 
 import bpe
 from bpe.modes.base import MULTIBYTE_SHARE
@@ -128,20 +128,6 @@ def best_times(
             seconds[name] = min(seconds.get(name, took), took)
             ids[name] = result
     return seconds, ids
-
-
-def all_cold(tok: bpe.Tokenizer, hf) -> Callable[[], None]:
-    """What empties both caches before each run: ours, and HF's BPE model's word cache, which
-    otherwise keeps the round before's words, so that HF ran warm beside our cold runs
-    (BENCHMARKS.md says which tables did; `_clear_cache` is in tokenizers since 0.21)."""
-    clear_hf = getattr(hf.model, "_clear_cache", None)
-
-    def clear() -> None:
-        tok.clear_caches()
-        if clear_hf is not None:
-            clear_hf()
-
-    return clear
 
 
 def check_same(ids: dict[str, list[int]], what: str, reference: str = "pure") -> None:
