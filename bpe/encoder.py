@@ -184,8 +184,10 @@ def _encode_by_passes(ids: list[int], ranks: dict[tuple[int, int], int]) -> list
         if best == _NO_RANK:
             break
         at = found.index(best)
-        ids[at : at + 2] = (best,)
-        del found[at]
+        # One slot set, one deleted: the slice assignment it replaced (a tuple built, the list
+        # resized) was 5-10% slower over the distinct words of ten UDHR scripts.
+        ids[at] = best
+        del ids[at + 1], found[at]
         if at:
             found[at - 1] = get((ids[at - 1], best), _NO_RANK)
         if at < len(found):
