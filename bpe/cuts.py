@@ -12,11 +12,12 @@ across b in this text, b can be cut.
 - a token that holds two whole characters `xy` across one of its inner character boundaries
   makes every `x|y` boundary unsafe (`unsafe_pairs`);
 - a token that holds part of a character across an inner boundary (byte-level training can
-  learn `基` + the first two bytes of `础`, a *partial token*) is searched for in the text: by
-  the occurrences of its whole characters, with neighbours that end with its tail and start
-  with its head, or, made of a tail and a head only, by the characters its head can start. No
-  boundary inside an occurrence is cut, and the piece that holds one is encoded byte by byte
-  rather than character by character.
+  learn `基` + the first two bytes of `础`, a *partial token*) is searched for in the text. One
+  made of a whole character and one cut-off edge, or of a tail and a head, is a test on the
+  two characters beside a boundary, run on every pair of the text in C (`_PairTests`); the
+  others are found by the occurrences of their whole characters, with neighbours that end with
+  the tail and start with the head. No boundary inside an occurrence is cut, and the piece that
+  holds one is encoded byte by byte rather than character by character.
 
 For English most letter pairs sit inside some token, so cuts fall mostly around punctuation;
 for Chinese, where chunks are long runs of letters that rarely repeat, most boundaries between
@@ -30,7 +31,7 @@ import itertools
 import operator
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 # UTF-32 in the machine's byte order, so that two characters read as one native 8-byte integer
 # give the first one's code in the low half on little-endian machines, the high half otherwise.
@@ -82,25 +83,26 @@ class CutTable:
         self.unsafe_pairs = frozenset(unsafe)
         # pair code -> 0: the boundary between the two characters is not cut (`pieces`).
         self._no_cut = dict.fromkeys((_pair_code(ord(p[0]), ord(p[1])) for p in unsafe), 0)
-        # Partial tokens holding whole characters are searched for by the first of them, those
-        # made of a tail and a head by the characters the head starts; one `re` class each
-        # finds the characters a text holds in C.
+        # A partial token of one whole character and one cut-off edge, or of a tail and a head
+        # only, sits across a boundary as a test on the two characters beside it: those run on
+        # every pair of the text in C (`_PairTests`). The others (two or more whole characters,
+        # or one with both edges) are searched for by their first character, found by one `re`
+        # class in C.
         self._by_first: dict[str, list[Shape]] = {}
-        self._tail_and_head: list[tuple[Tail, Head]] = []
+        pair_shapes: list[tuple[bytes, str, bytes]] = []
         for tail, whole, head in sorted(shapes):
-            head_range = _code_range(head) if head else None
-            if len(tail) > 3 or (head and head_range is None):
+            if len(tail) > 3 or (head and _code_range(head) is None):
                 continue  # no character ends with the tail or starts with the head: never occurs
-            tail_test = _tail_test(tail)
-            if whole:
-                self._by_first.setdefault(whole[0], []).append((tail_test, whole, head_range))
-            elif tail_test is not None and head_range is not None:
-                self._tail_and_head.append((tail_test, head_range))
+            if len(whole) + bool(tail) + bool(head) == 2:
+                pair_shapes.append((tail, whole, head))
+            else:
+                self._by_first.setdefault(whole[0], []).append(
+                    (_tail_test(tail), whole, _code_range(head) if head else None)
+                )
+        self._pairs = _PairTests(pair_shapes) if pair_shapes else None
         self._sides = _PartialSides(shapes)
         firsts = "".join(map(re.escape, sorted(self._by_first)))
         self._first_class = re.compile(f"[{firsts}]") if firsts else None
-        spans = "".join(f"\\U{low:08x}-\\U{high:08x}" for _, (low, high) in self._tail_and_head)
-        self._head_class = re.compile(f"[{spans}]") if spans else None
 
     def pieces(self, text: str, chunk_ends: Iterable[int] = ()) -> tuple[list[str], set[str]]:
         """Text cut at every character boundary no token can sit across, and the pieces that
@@ -135,10 +137,10 @@ class CutTable:
         return pieces, partial
 
     def search_work(self, text: str) -> int:
-        """How many `str.find` steps `pieces` takes on this text to find the partial tokens:
-        each occurrence of a character times the partial tokens that start with it. Chinese
-        takes ~0.03 per character; Japanese, Hangul or Devanagari text with a vocabulary of its
-        own 1-40, where `rough_pieces` and stitching cost less (benchmarks/encode_scripts.py)."""
+        """How many `str.find` steps `pieces` takes on this text to find the partial tokens the
+        pair tests leave: each occurrence of a character times those tokens that start with it.
+        With a vocabulary of their own, the UDHR's script groups take 0-0.5 per character, and
+        Japanese, Hangul, Georgian or Armenian 3-7 (benchmarks/encode_scripts.py)."""
         if self._first_class is None:
             return 0
         counts = collections.Counter(self._first_class.findall(text))
@@ -187,11 +189,11 @@ class CutTable:
         return chars, cut
 
     def _inside_partial_tokens(self, text: str) -> list[int]:
-        """Character boundaries inside an occurrence of a partial token: the occurrences of its
-        whole characters (found by str.find, in C) where the character before fits its tail
-        and the one after its head, or, for a tail and a head only, the characters in its
-        head's range (found by one `re` class) after a character that fits its tail."""
-        forbidden: list[int] = []
+        """Character boundaries inside an occurrence of a partial token: those the pair tests
+        find (`_PairTests`), and for the other tokens the occurrences of their whole characters
+        (found by str.find, in C) where the character before fits the tail and the one after
+        the head."""
+        forbidden = self._pairs.inside(text) if self._pairs is not None else []
         n = len(text)
         present = set(self._first_class.findall(text)) if self._first_class else set()
         for char in present:
@@ -204,14 +206,119 @@ class CutTable:
                     ):
                         forbidden.extend(range(at if tail else at + 1, end + 1 if head else end))
                     at = text.find(whole, at + 1)
-        if self._head_class is not None:
-            for match in self._head_class.finditer(text, 1):
-                at = match.start()
-                before, after = ord(text[at - 1]), ord(match.group())
-                for tail, (low, high) in self._tail_and_head:
-                    if low <= after <= high and _fits(before, tail):
-                        forbidden.append(at)
         return forbidden
+
+
+class _PairTests:
+    """The partial tokens whose occurrence is a test on two neighbouring characters x and y:
+    a whole x and a head (y starts with it), a tail (x ends with it) and a whole y, or a tail
+    and a head. Each character gets an id for what it can be as x (the tails it ends with, and
+    itself if a token holds it and a head) and as y (the heads it starts with, and itself if a
+    token holds a tail and it). Whether the boundary between x and y lies inside such a token
+    depends on their two ids alone, so each pair of ids is decided once; a text is read as ids
+    by one `str.translate` and its pairs are looked up in C, as `CutTable._pair_cuts` reads
+    characters. Ids are code points (surrogates skipped), each character judged on first
+    sight."""
+
+    def __init__(self, shapes: list[tuple[bytes, str, bytes]]) -> None:
+        self.heads_after: dict[str, set[bytes]] = {}  # x -> the heads a token holds after it
+        self.tails_before: dict[str, set[bytes]] = {}  # y -> the tails a token holds before it
+        self.tail_heads: set[tuple[bytes, bytes]] = set()
+        for tail, whole, head in shapes:
+            if not whole:
+                self.tail_heads.add((tail, head))
+            elif head:
+                self.heads_after.setdefault(whole, set()).add(head)
+            else:
+                self.tails_before.setdefault(whole, set()).add(tail)
+        tails = {tail for tail, _ in self.tail_heads}.union(*self.tails_before.values())
+        heads = {head for _, head in self.tail_heads}.union(*self.heads_after.values())
+        self.ids = _IdTable(
+            lambda char, data: (
+                _edges(data, tails, tail=True),
+                char if char in self.heads_after else "",
+                _edges(data, heads, tail=False),
+                char if char in self.tails_before else "",
+            )
+        )
+        self.verdicts = _Verdicts(self)
+
+    def inside(self, text: str) -> list[int]:
+        """The boundaries of text (1 .. len - 1) inside an occurrence of one of the tokens."""
+        n = len(text)
+        if n < 2:
+            return []
+        ids = memoryview(text.translate(self.ids).encode(_UTF32)).cast("I")
+        codes = bytearray(8 * (n - 1))
+        view = memoryview(codes).cast("I")
+        view[0::2], view[1::2] = ids[:-1], ids[1:]
+        verdicts = map(self.verdicts.__getitem__, memoryview(codes).cast("Q"))
+        return list(itertools.compress(range(1, n), verdicts))
+
+    def decide(self, left_id: int, right_id: int) -> int:
+        """1 if a boundary with a character of left_id before it and one of right_id after it
+        lies inside one of the tokens, else 0."""
+        tails, x, _, _ = self.ids.known[left_id]
+        _, _, heads, y = self.ids.known[right_id]
+        inside = (
+            (x and not heads.isdisjoint(self.heads_after[x]))
+            or (y and not tails.isdisjoint(self.tails_before[y]))
+            or any((tail, head) in self.tail_heads for tail in tails for head in heads)
+        )
+        return int(bool(inside))
+
+
+def _edges(data: bytes, edges: set[bytes], *, tail: bool) -> frozenset[bytes]:
+    """The tails (the character's last bytes) or heads (its first bytes) among `edges` that a
+    character of these UTF-8 bytes has; never all of its bytes."""
+    parts = (data[-k:] if tail else data[:k] for k in range(1, len(data)))
+    return frozenset(part for part in parts if part in edges)
+
+
+# A character as the left of a pair (the tails it ends with; itself, or "") and as the right
+# (the heads it starts with; itself, or "").
+_IdKey = tuple[frozenset[bytes], str, frozenset[bytes], str]
+
+
+class _IdTable(dict[int, str]):
+    """`str.translate` table: code point -> its id (as a character); ids interned from keys,
+    0 for the key that takes part in no token."""
+
+    def __init__(self, key: Callable[[str, bytes], _IdKey]) -> None:
+        super().__init__()
+        self.key = key
+        self.known: list[_IdKey] = [(frozenset(), "", frozenset(), "")]
+        self.ids: dict[_IdKey, int] = {self.known[0]: 0}
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        key = self.key(char, char.encode("utf-8", "surrogatepass"))
+        number = self.ids.get(key)
+        if number is None:
+            number = self.ids[key] = len(self.known)
+            self.known.append(key)
+        # Surrogates cannot be encoded as UTF-32: ids skip them.
+        flag = self[code] = chr(number if number < 0xD800 else number + 0x800)
+        return flag
+
+
+class _Verdicts(dict[int, int]):
+    """Pair code of a left id and a right id (as `_pair_code` packs them) -> 0 or 1."""
+
+    def __init__(self, tests: _PairTests) -> None:
+        super().__init__()
+        self.tests = tests
+
+    def __missing__(self, code: int) -> int:
+        first, second = (
+            (code & 0xFFFFFFFF, code >> 32) if _LITTLE else (code >> 32, code & 0xFFFFFFFF)
+        )
+        verdict = self[code] = self.tests.decide(_id_of(first), _id_of(second))
+        return verdict
+
+
+def _id_of(code: int) -> int:
+    return code if code < 0xD800 else code - 0x800
 
 
 _NOT = bytes([1, 0]) + bytes(254)  # bytes.translate: flag 0 <-> 1

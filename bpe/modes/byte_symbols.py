@@ -113,10 +113,10 @@ def encode_new_chunks(tok: Tokenizer, new: set[str]) -> dict[str, list[int]]:
     )
 
 
-def cheap_search(tok: Tokenizer, text: str) -> bool:
+def cheap_search(tok: Tokenizer, text: str, steps_per_char: float = SEARCH_STEPS_PER_CHAR) -> bool:
     """Whether finding the partial tokens in text (`bpe.cuts.CutTable.pieces`) costs less
-    than stitching its rough pieces (`encode_multibyte`)."""
-    return tok._cuts.search_work(text) <= SEARCH_STEPS_PER_CHAR * len(text)
+    than stitching its rough pieces (`encode_multibyte`), or takes at most steps_per_char."""
+    return tok._cuts.search_work(text) <= steps_per_char * len(text)
 
 
 def encode_multibyte(tok: Tokenizer, text: str) -> list[int]:
