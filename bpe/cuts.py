@@ -31,6 +31,7 @@ import itertools
 import operator
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
 # UTF-32 in the machine's byte order, so that two characters read as one native 8-byte integer
@@ -289,14 +290,18 @@ class _IdTable(dict[int, str]):
         self.key = key
         self.known: list[_IdKey] = [(frozenset(), "", frozenset(), "")]
         self.ids: dict[_IdKey, int] = {self.known[0]: 0}
+        # A tokeniser serves several threads: two new keys given ids at once must not get one
+        # id, or an id whose place in `known` holds the other's key.
+        self.lock = threading.Lock()
 
     def __missing__(self, code: int) -> str:
         char = chr(code)
         key = self.key(char, char.encode("utf-8", "surrogatepass"))
-        number = self.ids.get(key)
-        if number is None:
-            number = self.ids[key] = len(self.known)
-            self.known.append(key)
+        with self.lock:
+            number = self.ids.get(key)
+            if number is None:
+                self.known.append(key)
+                number = self.ids[key] = len(self.known) - 1
         # Surrogates cannot be encoded as UTF-32: ids skip them.
         flag = self[code] = chr(number if number < 0xD800 else number + 0x800)
         return flag
