@@ -110,6 +110,9 @@ class Tokenizer:
 
     def __post_init__(self) -> None:
         self._chunk_cache: dict[str, list[int]] = {}
+        # Imported rules: the parts long pieces are cut into, encoded without the whole-piece
+        # shortcut, so apart from the pieces (`bpe.rules.base.ImportedRule.encode_new_pieces`).
+        self._part_cache: dict[str, list[int]] = {}
 
     @cached_property
     def mode_object(self) -> TrainingMode:
@@ -477,6 +480,12 @@ class Tokenizer:
         return CutTable(vocab[new] for _, _, new in self.merges)
 
     @cached_property
+    def _vocab_cuts(self) -> CutTable:
+        # Every token, not only the merges' (an imported file's tokens need not all come from
+        # its merges, and tiktoken's rule joins any two parts whose bytes are a token).
+        return CutTable(self.vocab.values())
+
+    @cached_property
     def _characters(self) -> CharacterEncoder:
         return CharacterEncoder(self.ranks)
 
@@ -492,6 +501,7 @@ class Tokenizer:
         """Forget every encoding remembered so far (pieces, chunks, token pairs): the next
         encode starts cold, as benchmarks want. Nothing changes but speed."""
         self._chunk_cache.clear()
+        self._part_cache.clear()
         if self.hf_pipeline is not None:
             self.hf_pipeline.model.clear_cache()
         if "_stitcher" in self.__dict__:

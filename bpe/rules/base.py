@@ -8,11 +8,14 @@ live on the `Tokenizer` it is handed (docs/algorithms.md, "Encoding").
 
 from __future__ import annotations
 
+import functools
+import itertools
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from bpe.modes.base import CHUNK_CACHE_LIMIT, PieceEncoder
+from bpe.encoder import encode_joined, fill_cache
+from bpe.modes.base import CHUNK_CACHE_LIMIT, MULTIBYTE_SHARE, PieceEncoder
 
 if TYPE_CHECKING:
     from bpe.model import Engine, Tokenizer
@@ -20,6 +23,9 @@ if TYPE_CHECKING:
 BytesEncoder = Callable[[bytes], list[int]]  # one piece's UTF-8 bytes -> its ids
 # (left_id, right_id) -> (rank, new id) of the join it makes, None if it makes none
 JoinLookup = Callable[[tuple[int, int]], tuple[int, int] | None]
+# New pieces of an imported tokeniser from this many UTF-8 bytes on, if mostly multi-byte, are
+# cut where no token can sit across (`ImportedRule.encode_new_pieces`).
+CUT_FROM_BYTES = 12
 
 
 class EncodingRule:
@@ -75,11 +81,60 @@ class ImportedRule(EncodingRule):
     imported = True
 
     def encode_ordinary(self, tok: Tokenizer, text: str, engine: Engine) -> list[int]:
-        out: list[int] = []
-        encode_piece = self.encode_piece
-        for piece in tok.pieces(text):
-            out.extend(encode_piece(tok, piece))
-        return out
+        return encode_joined(
+            tok._chunk_cache,
+            tok.pieces(text),
+            functools.partial(self.encode_one_new_piece, tok),
+            CHUNK_CACHE_LIMIT,
+            functools.partial(self.encode_new_pieces, tok),
+        )
+
+    def encode_one_new_piece(self, tok: Tokenizer, piece: str) -> list[int]:
+        return self.encode_new_pieces(tok, {piece})[piece]
+
+    def encode_new_pieces(self, tok: Tokenizer, new: set[str]) -> dict[str, list[int]]:
+        """Each new piece's ids. A piece that is a token is that token (where the rule says
+        so); a long mostly multi-byte one (a run of Chinese between punctuation, say) is cut
+        where no token of the vocabulary can sit across (`bpe.cuts`) and its parts are joined
+        by the rule without the whole-piece shortcut, each distinct part once
+        (docs/algorithms.md, "Imported tokenisers' long pieces"); the rest by the rule."""
+        table: dict[str, list[int]] = {}
+        long: list[str] = []
+        for piece in new:
+            data = piece.encode("utf-8")
+            token = self.piece_token(tok, data)
+            if token is not None:
+                table[piece] = [token]
+            elif len(data) >= CUT_FROM_BYTES and len(data) > MULTIBYTE_SHARE * len(piece):
+                long.append(piece)
+            else:
+                table[piece] = self.encode_joins(tok, data)
+        if long:
+            table.update(self._encode_cut(tok, long))
+        return table
+
+    def _encode_cut(self, tok: Tokenizer, pieces: list[str]) -> dict[str, list[int]]:
+        # One text of all the pieces, cut at their ends too: one pass of the cut table in C
+        # instead of a call per piece. A token across two pieces' join could only forbid
+        # cuts there, never allow one.
+        parts, _ = tok._vocab_cuts.pieces("".join(pieces), itertools.accumulate(map(len, pieces)))
+        table = fill_cache(
+            tok._part_cache,
+            parts,
+            lambda part: self.encode_joins(tok, part.encode("utf-8")),
+            CHUNK_CACHE_LIMIT,
+        )
+        encoded: dict[str, list[int]] = {}
+        at = 0
+        for piece in pieces:
+            left, start = len(piece), at
+            while left > 0:
+                left -= len(parts[at])
+                at += 1
+            encoded[piece] = list(
+                itertools.chain.from_iterable(map(table.__getitem__, parts[start:at]))
+            )
+        return encoded
 
     def piece_encoder(self, tok: Tokenizer) -> PieceEncoder:
         return self.encode_piece
@@ -96,6 +151,15 @@ class ImportedRule(EncodingRule):
 
     def encode_new_piece(self, tok: Tokenizer, data: bytes) -> list[int]:
         """One piece's ids by the rule, not looked up in the cache."""
+        token = self.piece_token(tok, data)
+        return [token] if token is not None else self.encode_joins(tok, data)
+
+    def piece_token(self, tok: Tokenizer, data: bytes) -> int | None:
+        """The token a piece of these bytes is at once, before any join, or None."""
+        raise NotImplementedError
+
+    def encode_joins(self, tok: Tokenizer, data: bytes) -> list[int]:
+        """The ids the rule's joins leave of these bytes, without the whole-piece shortcut."""
         raise NotImplementedError
 
     def limited_encoder(self, tok: Tokenizer, merge_limit: int) -> BytesEncoder:

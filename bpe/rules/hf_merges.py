@@ -15,10 +15,10 @@ if TYPE_CHECKING:
 class HfRule(ImportedRule):
     name = "hf"
 
-    def encode_new_piece(self, tok: Tokenizer, data: bytes) -> list[int]:
-        whole = tok.mergeable_ranks.get(data) if tok.ignore_merges else None
-        if whole is not None:
-            return [whole]
+    def piece_token(self, tok: Tokenizer, data: bytes) -> int | None:
+        return tok.mergeable_ranks.get(data) if tok.ignore_merges else None
+
+    def encode_joins(self, tok: Tokenizer, data: bytes) -> list[int]:
         byte_ids = tok.byte_ids
         return hf_rule.merge_word([byte_ids[b] for b in data], tok._hf_merges)
 

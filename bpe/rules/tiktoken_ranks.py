@@ -17,8 +17,12 @@ class TiktokenRule(ImportedRule):
     export_targets = frozenset({"tiktoken"})  # its ranks are its ids
     cuts_by_pattern = True
 
-    def encode_new_piece(self, tok: Tokenizer, data: bytes) -> list[int]:
-        return rank_rule.encode_piece(data, tok.mergeable_ranks)
+    def piece_token(self, tok: Tokenizer, data: bytes) -> int | None:
+        return tok.mergeable_ranks.get(data)
+
+    def encode_joins(self, tok: Tokenizer, data: bytes) -> list[int]:
+        ranks = tok.mergeable_ranks
+        return [ranks[part] for part in rank_rule.split_piece(data, ranks)]
 
     def limited_encoder(self, tok: Tokenizer, merge_limit: int) -> BytesEncoder:
         # Joins limited to tokens ranked below merge k's token, the whole-piece shortcut too.
