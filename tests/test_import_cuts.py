@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import bpe
 from bpe.export_hf import to_hf_dict
 from bpe.importers import import_bytes
+from bpe.long_pieces import CUT_FROM_BYTES
 from bpe.patterns import CL100K_PAT_STR
-from bpe.rules.base import CUT_FROM_BYTES
 from tests.strategies import SCRIPT_WORDS, SEPARATORS
 from tests.test_encoding import random_merges
 

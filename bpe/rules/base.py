@@ -9,13 +9,13 @@ live on the `Tokenizer` it is handed (docs/algorithms.md, "Encoding").
 from __future__ import annotations
 
 import functools
-import itertools
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from bpe.encoder import encode_joined, fill_cache
-from bpe.modes.base import CHUNK_CACHE_LIMIT, MULTIBYTE_SHARE, PieceEncoder
+from bpe.encoder import encode_joined
+from bpe.long_pieces import encode_cut, worth_cutting
+from bpe.modes.base import CHUNK_CACHE_LIMIT, PieceEncoder
 
 if TYPE_CHECKING:
     from bpe.model import Engine, Tokenizer
@@ -23,12 +23,6 @@ if TYPE_CHECKING:
 BytesEncoder = Callable[[bytes], list[int]]  # one piece's UTF-8 bytes -> its ids
 # (left_id, right_id) -> (rank, new id) of the join it makes, None if it makes none
 JoinLookup = Callable[[tuple[int, int]], tuple[int, int] | None]
-# New pieces of an imported tokeniser from this many UTF-8 bytes on, if mostly multi-byte, are
-# cut where no token can sit across (`ImportedRule.encode_new_pieces`). Timed on the UDHR's
-# script groups with cl100k and Llama 3, from 12, 24 and 36 bytes and never: from 12, Chinese
-# gained most but Llama 3's Thai, Hangul and Greek lost 10-20% (to 1.03-1.06x HF); from 36,
-# Chinese gave back half its gain. 24 kept every group that met 1.0x HF uncut under it.
-CUT_FROM_BYTES = 24
 
 
 class EncodingRule:
@@ -98,9 +92,7 @@ class ImportedRule(EncodingRule):
     def encode_new_pieces(self, tok: Tokenizer, new: set[str]) -> dict[str, list[int]]:
         """Each new piece's ids. A piece that is a token is that token (where the rule says
         so); a long mostly multi-byte one (a run of Chinese between punctuation, say) is cut
-        where no token of the vocabulary can sit across (`bpe.cuts`) and its parts are joined
-        by the rule without the whole-piece shortcut, each distinct part once
-        (docs/algorithms.md, "Imported tokenisers' long pieces"); the rest by the rule."""
+        and its parts joined apart (`bpe.long_pieces`); the rest by the rule."""
         table: dict[str, list[int]] = {}
         long: list[str] = []
         for piece in new:
@@ -108,36 +100,20 @@ class ImportedRule(EncodingRule):
             token = self.piece_token(tok, data)
             if token is not None:
                 table[piece] = [token]
-            elif len(data) >= CUT_FROM_BYTES and len(data) > MULTIBYTE_SHARE * len(piece):
+            elif worth_cutting(data, piece):
                 long.append(piece)
             else:
                 table[piece] = self.encode_joins(tok, data)
         if long:
-            table.update(self._encode_cut(tok, long))
-        return table
 
-    def _encode_cut(self, tok: Tokenizer, pieces: list[str]) -> dict[str, list[int]]:
-        # One text of all the pieces, cut at their ends too: one pass of the cut table in C
-        # instead of a call per piece. A token across two pieces' join could only forbid
-        # cuts there, never allow one.
-        parts, _ = tok._vocab_cuts.pieces("".join(pieces), itertools.accumulate(map(len, pieces)))
-        table = fill_cache(
-            tok._part_cache,
-            parts,
-            lambda part: self.encode_joins(tok, part.encode("utf-8")),
-            CHUNK_CACHE_LIMIT,
-        )
-        encoded: dict[str, list[int]] = {}
-        at = 0
-        for piece in pieces:
-            left, start = len(piece), at
-            while left > 0:
-                left -= len(parts[at])
-                at += 1
-            encoded[piece] = list(
-                itertools.chain.from_iterable(map(table.__getitem__, parts[start:at]))
+            def join_part(part: str) -> list[int]:
+                return self.encode_joins(tok, part.encode("utf-8"))
+
+            encoded = encode_cut(
+                tok._vocab_cuts, long, join_part, tok._part_cache, CHUNK_CACHE_LIMIT
             )
-        return encoded
+            table.update(zip(long, encoded, strict=True))
+        return table
 
     def piece_encoder(self, tok: Tokenizer) -> PieceEncoder:
         return self.encode_piece
