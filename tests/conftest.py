@@ -25,9 +25,11 @@ A new POST route: post through `client` and it just works; an API call from a sc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -303,8 +305,14 @@ class CeleryWorker:
         # No `-c` (concurrency None): the worker's settings decide (BPE_WORKER_CONCURRENCY).
         options = ["-c", str(concurrency)] if concurrency is not None else []
         options += ["-n", name, "--loglevel", "INFO", "--without-mingle"]
+        # A session of its own, so stop() can end the pool's children with it: a worker killed
+        # mid-task left its forked child running after the suite (seen after a CI run).
         self.process = subprocess.Popen(
-            [*command, *options, "--without-gossip"], env=env, stdout=self.log, stderr=self.log
+            [*command, *options, "--without-gossip"],
+            env=env,
+            stdout=self.log,
+            stderr=self.log,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 90
         while " ready." not in log_path.read_text(errors="replace"):
@@ -320,6 +328,8 @@ class CeleryWorker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.log.close()
 
 
