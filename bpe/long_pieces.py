@@ -1,6 +1,6 @@
 """Long multi-byte pieces of imported tokenisers, cut where no token of the vocabulary can sit
 across (`bpe.cuts`) so that each distinct part is joined once (docs/algorithms.md, "Imported
-tokenisers' long pieces").
+tokenisers").
 
 Both imported rules (tiktoken's ranks, HF's merges) only ever join two adjacent parts into a
 token, so no join crosses a boundary no token can sit across, and the parts on either side of

@@ -3,7 +3,7 @@
 Training counts each distinct chunk once, weighted by how often it occurs. Encoding looks each
 chunk up in the chunk cache (or encodes it once); text whose new chunks hold most of its bytes
 in multi-byte characters is cut as a whole, at chunk ends and where no token can sit across
-(docs/algorithms.md, "Which way a chunked text is cut").
+(docs/algorithms.md, "Fast encoding paths").
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def cut_whole(tok: Tokenizer, text: str, chunks: list[str]) -> bool:
     chunk new to the chunk cache from its bytes: when those chunks hold most of the text's bytes
     in characters of three (Chinese, Japanese, Thai, Georgian, Ethiopic: unspaced text, or
     words that rarely repeat), and the search for partial tokens is cheap. Measured on the
-    UDHR's script groups, each with a vocabulary of its own (docs/algorithms.md, "Which way a
-    chunked text is cut")."""
+    UDHR's script groups, each with a vocabulary of its own (docs/algorithms.md,
+    "Fast encoding paths")."""
     new = set(chunks).difference(tok._chunk_cache)
     if len("".join(new).encode("utf-8")) < NEW_BYTES_PER_CHAR * len(text):
         return False
