@@ -45,6 +45,13 @@ def corpus_slice(path: Path) -> str:
     return path.read_text(encoding="utf-8-sig")[:SLICE]
 
 
+def present_corpora() -> list[Path]:
+    """The corpora in corpora-data/, or skip: a fresh clone has none until they are built."""
+    if not CORPORA:
+        pytest.skip("corpora-data/ is empty: build it with ../shared/corpora (.ci/run does)")
+    return CORPORA
+
+
 @pytest.mark.parametrize("rule", RULES.values(), ids=RULES)
 @pytest.mark.parametrize("path", CORPORA, ids=[p.stem for p in CORPORA])
 def test_shards_of_every_corpus_sum_to_the_unsharded_count(path, rule):
@@ -85,7 +92,7 @@ def test_a_pattern_without_a_rule_is_never_cut():
 
 @pytest.mark.parametrize("rule", [RULES["gpt4"], RULES["words"]], ids=["gpt4", "words"])
 def test_a_pool_of_two_counts_the_same_as_one_process(rule):
-    text = corpus_slice(CORPORA[0])
+    text = corpus_slice(present_corpora()[0])
     pieces = cut_text(text, rule, shard_chars=2_000)
     assert list(count_shards(pieces, rule, jobs=2).items()) == unsharded(text, rule)
 
@@ -94,7 +101,7 @@ def test_a_pool_of_two_counts_the_same_as_one_process(rule):
 def test_pre_tokens_holding_the_workers_join_character_are_counted_the_same(rule):
     # Workers answer with their shard's pre-tokens joined by NUL, or a dict when one holds it:
     # shards with and without one, and a NUL alone, inside a word and between two.
-    text = corpus_slice(CORPORA[0])[:20_000]
+    text = corpus_slice(present_corpora()[0])[:20_000]
     text += " a\0b \0 c\0\0d x\0" + text[:5_000] + " \0end"
     pieces = cut_text(text, rule, shard_chars=2_000)
     assert any("\0" in piece for piece in pieces) and any("\0" not in p for p in pieces)
@@ -106,7 +113,7 @@ def test_pre_tokens_holding_the_workers_join_character_are_counted_the_same(rule
 )
 def test_sharded_training_learns_the_same_merges(monkeypatch, mode, pattern):
     monkeypatch.setattr(shards, "SHARD_CHARS", 1_000)
-    text = "".join(corpus_slice(p)[:15_000] for p in CORPORA)
+    text = "".join(corpus_slice(p)[:15_000] for p in present_corpora())
     options = {"vocab_size": 300 if mode == "chunked" else 2_000, "mode": mode}
     if pattern:
         options["pattern"] = pattern
@@ -156,7 +163,7 @@ def test_a_text_shorter_than_a_shard_per_process_is_cut_in_even_shards(monkeypat
 def test_a_shard_counter_of_the_callers_counts_the_shards_and_learns_the_same(mode, pattern):
     """`train(shard_counter=...)`: the caller cuts and counts (here backwards, as workers that
     finish in any order would) and adds up in shard order; the merges are unsharded training's."""
-    text = "".join(corpus_slice(p)[:15_000] for p in CORPORA)
+    text = "".join(corpus_slice(p)[:15_000] for p in present_corpora())
     options = {"vocab_size": 300 if mode == "chunked" else 2_000, "mode": mode}
     if pattern:
         options["pattern"] = pattern
@@ -179,7 +186,7 @@ def test_a_shard_counter_of_the_callers_counts_the_shards_and_learns_the_same(mo
 def test_streamed_files_are_cut_across_blocks_and_files(monkeypatch, tmp_path):
     # Tiny blocks split multi-byte characters; each file may start with a byte-order mark.
     monkeypatch.setattr(shards, "READ_BYTES", 7)
-    texts = [corpus_slice(p)[:3_000] for p in CORPORA]
+    texts = [corpus_slice(p)[:3_000] for p in present_corpora()]
     paths = []
     for i, text in enumerate(texts):
         paths.append(tmp_path / f"{i}.txt")
@@ -191,7 +198,7 @@ def test_streamed_files_are_cut_across_blocks_and_files(monkeypatch, tmp_path):
 
 
 def test_stop_check_cancels_and_progress_counts_shards():
-    text = corpus_slice(CORPORA[0])
+    text = corpus_slice(present_corpora()[0])
     rule = RULES["gpt4"]
     pieces = cut_text(text, rule, shard_chars=1_000)
     seen: list[tuple[int, int | None]] = []
@@ -222,7 +229,8 @@ def test_cli_jobs_2_writes_the_merges_of_jobs_1(monkeypatch, tmp_path, mode, pat
     monkeypatch.setattr(shards, "SHARD_CHARS", 700)
     monkeypatch.setattr(shards, "READ_BYTES", 1_000)
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join(corpus_slice(p)[:10_000] for p in CORPORA), encoding="utf-8")
+    text = "".join(corpus_slice(p)[:10_000] for p in present_corpora())
+    corpus.write_text(text, encoding="utf-8")
     saved = {}
     for jobs in ("1", "2"):
         out = tmp_path / f"{jobs}.json"
