@@ -48,6 +48,15 @@ def _pair_code(first: int, second: int) -> int:
     return first | second << 32 if sys.byteorder == "little" else first << 32 | second
 
 
+def _pair_codes(units: memoryview) -> memoryview:
+    """Each two neighbouring 4-byte units (code points, or ids) as one native 8-byte integer,
+    packed as `_pair_code` packs them, for lookups in C."""
+    pairs = bytearray(8 * (len(units) - 1))
+    view = memoryview(pairs).cast("I")
+    view[0::2], view[1::2] = units[:-1], units[1:]
+    return memoryview(pairs).cast("Q")
+
+
 def _char_length(lead: int) -> int:
     """Bytes of the UTF-8 character starting with this byte; 0 if it cannot start one."""
     if lead < 0x80:
@@ -180,12 +189,8 @@ class CutTable:
         # The pairs of neighbouring characters as native 8-byte integers, read from the text in
         # UTF-32 (a string per pair would cost far more: Chinese characters are no cached
         # objects), and looked up in C: cut[i] says whether the text is cut after character i.
-        n = len(text)
         chars = memoryview(text.encode(_UTF32)).cast("I")
-        pairs = bytearray(8 * (n - 1))
-        view = memoryview(pairs).cast("I")
-        view[0::2], view[1::2] = chars[:-1], chars[1:]
-        cut = bytearray(map(self._no_cut.get, memoryview(pairs).cast("Q"), itertools.repeat(1)))
+        cut = bytearray(map(self._no_cut.get, _pair_codes(chars), itertools.repeat(1)))
         cut.append(0)
         return chars, cut
 
@@ -250,10 +255,7 @@ class _PairTests:
         if n < 2:
             return []
         ids = memoryview(text.translate(self.ids).encode(_UTF32)).cast("I")
-        codes = bytearray(8 * (n - 1))
-        view = memoryview(codes).cast("I")
-        view[0::2], view[1::2] = ids[:-1], ids[1:]
-        verdicts = map(self.verdicts.__getitem__, memoryview(codes).cast("Q"))
+        verdicts = map(self.verdicts.__getitem__, _pair_codes(ids))
         return list(itertools.compress(range(1, n), verdicts))
 
     def decide(self, left_id: int, right_id: int) -> int:
