@@ -83,7 +83,12 @@ def cut_whole(tok: Tokenizer, text: str, chunks: list[str]) -> bool:
     words that rarely repeat), and the search for partial tokens is cheap. Measured on the
     UDHR's script groups, each with a vocabulary of its own (docs/algorithms.md,
     "Fast encoding paths")."""
+    least = NEW_BYTES_PER_CHAR * len(text)
+    # The new chunks' bytes are at most the text's: mostly single-byte text (English, code)
+    # stops here, without a second set of its chunks beside the chunk cache's.
+    if len(text.encode("utf-8")) < least:
+        return False
     new = set(chunks).difference(tok._chunk_cache)
-    if len("".join(new).encode("utf-8")) < NEW_BYTES_PER_CHAR * len(text):
+    if len("".join(new).encode("utf-8")) < least:
         return False
     return cheap_search(tok, text, WHOLE_TEXT_SEARCH_STEPS)
