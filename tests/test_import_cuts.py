@@ -22,19 +22,12 @@ from bpe.export_hf import to_hf_dict
 from bpe.importers import import_bytes
 from bpe.long_pieces import CUT_FROM_BYTES
 from bpe.patterns import CL100K_PAT_STR
-from tests.strategies import SCRIPT_WORDS, SEPARATORS
+from tests.strategies import SCRIPT_WORDS
+from tests.test_encode_scripts import PICKS, SCRIPTS, script_texts
 from tests.test_encoding import random_merges
 
 tiktoken = pytest.importorskip("tiktoken", reason="rank-rule conformance needs the real tiktoken")
 tokenizers = pytest.importorskip("tokenizers", reason="HF-rule conformance needs tokenizers")
-
-SCRIPTS = st.sampled_from(sorted(SCRIPT_WORDS))
-PICKS = st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)), max_size=80)
-
-
-def script_texts(script: str) -> st.SearchStrategy[str]:
-    parts = st.tuples(st.sampled_from(SCRIPT_WORDS[script]), SEPARATORS)
-    return st.lists(parts, min_size=1, max_size=30).map(lambda p: "".join(w + s for w, s in p))
 
 
 def random_rank_tokens(script: str, seed: int) -> list[bytes]:
@@ -47,16 +40,23 @@ def random_rank_tokens(script: str, seed: int) -> list[bytes]:
     return tokens
 
 
+def both_imports(tokens: list[bytes]) -> tuple[bpe.Tokenizer, tiktoken.Encoding]:
+    """Our import of a rank file of these tokens (rank = place) split by cl100k's pattern, and
+    tiktoken's Encoding of the same ranks."""
+    raw = b"".join(b"%s %d\n" % (base64.b64encode(t), rank) for rank, t in enumerate(tokens))
+    ours = import_bytes(raw, filename="r.tiktoken", pattern=CL100K_PAT_STR)
+    ranks = {t: i for i, t in enumerate(tokens)}
+    theirs = tiktoken.Encoding(
+        "r", pat_str=CL100K_PAT_STR, mergeable_ranks=ranks, special_tokens={}
+    )
+    return ours, theirs
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=SCRIPTS, seed=st.integers(0, 2**32), data=st.data())
 def test_property_rank_files_cut_long_pieces_and_encode_like_tiktoken(script, seed, data):
     tokens = random_rank_tokens(script, seed)
-    raw = b"".join(b"%s %d\n" % (base64.b64encode(t), rank) for rank, t in enumerate(tokens))
-    ours = import_bytes(raw, filename="r.tiktoken", pattern=CL100K_PAT_STR)
-    encoding = tiktoken.Encoding(
-        "random", pat_str=CL100K_PAT_STR,
-        mergeable_ranks={t: i for i, t in enumerate(tokens)}, special_tokens={},
-    )  # fmt: skip
+    ours, encoding = both_imports(tokens)
     for text in data.draw(st.lists(script_texts(script), min_size=1, max_size=3)):
         assert ours.encode(text, engine="pure") == encoding.encode_ordinary(text)
 
@@ -83,15 +83,10 @@ def test_long_pieces_are_cut_and_their_parts_remembered_apart_from_pieces():
     # ranks: every byte, then 人 and 人人 whole, then 人 with the lead byte of the next.
     person = "人".encode()
     tokens = [bytes([b]) for b in range(256)] + [person[:2], person, person * 2, person + b"\xe4"]
-    raw = b"".join(b"%s %d\n" % (base64.b64encode(t), rank) for rank, t in enumerate(tokens))
-    ours = import_bytes(raw, filename="r.tiktoken", pattern=CL100K_PAT_STR)
+    ours, encoding = both_imports(tokens)
     text = "人人生" * 3  # one piece of 27 bytes, cut before and after each 生
     assert len(text.encode()) >= CUT_FROM_BYTES
     ids = ours.encode(text, engine="pure")
-    encoding = tiktoken.Encoding(
-        "cut", pat_str=CL100K_PAT_STR, mergeable_ranks={t: i for i, t in enumerate(tokens)},
-        special_tokens={},
-    )  # fmt: skip
     assert ids == encoding.encode_ordinary(text)
     # 人 and the lead byte E4 of the next make 人|人 uncut; 人|生 (E7...) is cut. 人人 is a
     # token, so a piece of it alone is that token at once; as a part it is joined by the loop,
